@@ -1,0 +1,65 @@
+// Fine-grained P-chase: per-access latency of dependent global loads.
+//
+// What: the latency (SM clock cycles) of every load of one thread walking a pointer chain
+// j = A[j] through one load path, and the index each load returned.
+// How: Mei & Chu, "Dissecting GPU Memory Hierarchy through Microbenchmarking" (TPDS 2017),
+// Sec. 3.2 and Fig. 4: one thread of one block first walks `warmup_steps` elements so the caches
+// hold what they can, then times `record_steps` loads. Each timed load is bracketed by two reads of
+// %clock; the loaded index is stored to shared memory before the second read, so the second read
+// waits for the load to complete. Latencies and indices stay in (dynamic) shared memory during the
+// walk, so the timed loop issues no global stores, and are copied out at the end.
+// The dynamic shared-memory size is a launch parameter (>= 8 * record_steps bytes): on GPUs where
+// L1 and shared memory are one array (Volta and later), the experiment varies it to show that the
+// measured L1 size follows the carveout, not the buffer.
+// Load paths: ca = ld.global.ca (L1 + L2), cg = ld.global.cg (L2 only), nc = ld.global.nc
+// (read-only / texture data path).
+
+__device__ __forceinline__ unsigned int clock32()
+{
+    unsigned int t;
+    asm volatile("mov.u32 %0, %%clock;" : "=r"(t)::"memory");
+    return t;
+}
+
+#define DEFINE_LOAD(NAME, PTX)                                                    \
+    __device__ __forceinline__ unsigned int NAME(const unsigned int *p)          \
+    {                                                                             \
+        unsigned int v;                                                           \
+        asm volatile(PTX " %0, [%1];" : "=r"(v) : "l"(p) : "memory");             \
+        return v;                                                                 \
+    }
+
+DEFINE_LOAD(load_ca, "ld.global.ca.u32")
+DEFINE_LOAD(load_cg, "ld.global.cg.u32")
+DEFINE_LOAD(load_nc, "ld.global.nc.u32")
+
+#define DEFINE_PCHASE(PATH)                                                                    \
+    extern "C" __global__ void pchase_##PATH(const unsigned int *__restrict__ chain,           \
+                                             unsigned int start_index,                         \
+                                             unsigned int warmup_steps,                        \
+                                             unsigned int record_steps,                        \
+                                             unsigned int *__restrict__ latency_cycles,        \
+                                             unsigned int *__restrict__ indices)               \
+    {                                                                                          \
+        extern __shared__ unsigned int s_buffer[];                                             \
+        unsigned int *s_latency = s_buffer;                                                    \
+        unsigned int *s_index = s_buffer + record_steps;                                       \
+        unsigned int j = start_index;                                                          \
+        for (unsigned int k = 0; k < warmup_steps; ++k)                                        \
+            j = load_##PATH(chain + j);                                                        \
+        for (unsigned int k = 0; k < record_steps; ++k) {                                      \
+            unsigned int t0 = clock32();                                                       \
+            j = load_##PATH(chain + j);                                                        \
+            s_index[k] = j;                                                                    \
+            unsigned int t1 = clock32();                                                       \
+            s_latency[k] = t1 - t0;                                                            \
+        }                                                                                      \
+        for (unsigned int k = 0; k < record_steps; ++k) {                                      \
+            latency_cycles[k] = s_latency[k];                                                  \
+            indices[k] = s_index[k];                                                           \
+        }                                                                                      \
+    }
+
+DEFINE_PCHASE(ca)
+DEFINE_PCHASE(cg)
+DEFINE_PCHASE(nc)

@@ -1,0 +1,29 @@
+import shutil
+
+import pytest
+
+
+def _gpu_available() -> bool:
+    try:
+        import pycuda.driver as drv
+
+        drv.init()
+        return drv.Device.count() > 0
+    except Exception:
+        return False
+
+
+def pytest_collection_modifyitems(config, items):
+    if any(item.get_closest_marker("gpu") for item in items) and not _gpu_available():
+        skip = pytest.mark.skip(reason="needs an NVIDIA GPU with pycuda (run on the GPU host)")
+        for item in items:
+            if item.get_closest_marker("gpu"):
+                item.add_marker(skip)
+
+
+@pytest.fixture(scope="session")
+def nvcc():
+    exe = shutil.which("nvcc")
+    if exe is None:
+        pytest.skip("nvcc not installed")
+    return exe

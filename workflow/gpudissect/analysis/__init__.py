@@ -1,0 +1,1 @@
+"""Estimators that turn latency traces into hierarchy parameters (ruptures-style)."""

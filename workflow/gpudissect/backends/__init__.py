@@ -1,0 +1,20 @@
+"""Backends execute the work an experiment builds: `sim` on the simulator, `cuda` on a GPU."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from ..config import DeviceEntry
+    from .base import Backend
+
+
+def open_backend(device: DeviceEntry, *, cubin_dir: str | None = None) -> Backend:
+    """The backend for a configured device entry (use as a context manager)."""
+    if device.backend == "sim":
+        from .sim import SimBackend
+
+        return SimBackend(profile_path=device.profile, seed=device.seed)
+    from .cuda import CudaBackend
+
+    return CudaBackend(index=device.index, cubin_dir=cubin_dir)

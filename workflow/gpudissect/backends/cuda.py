@@ -1,0 +1,219 @@
+"""The `cuda` backend: runs experiment work on an NVIDIA GPU through pycuda.
+
+An explicit context (never `pycuda.autoinit`), cubins loaded with `module_from_file`, prepared
+calls, clocks read through NVML before and after, the L1/shared carveout set per kernel.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ..exceptions import DeviceUnavailable
+from ..kernels import file_sha256
+from .base import Backend, ChaseResult, ChaseWork
+
+CHASE_KERNELS = {"ca": "pchase_ca", "cg": "pchase_cg", "nc": "pchase_nc"}
+
+
+def _import_pycuda():
+    try:
+        import pycuda.driver as drv
+    except ImportError as exc:
+        raise DeviceUnavailable(
+            "the cuda backend needs pycuda: install it on the GPU host with "
+            "`pip install -e .[cuda]` (pycuda builds against the local CUDA driver)") from exc
+    return drv
+
+
+class _Nvml:
+    """NVML readings for one device; every reading degrades to None when NVML is absent."""
+
+    def __init__(self, pci_bus_id: str) -> None:
+        self.handle = None
+        try:
+            import pynvml
+
+            pynvml.nvmlInit()
+            self.nvml = pynvml
+            self.handle = pynvml.nvmlDeviceGetHandleByPciBusId(pci_bus_id)
+        except Exception:  # NVML missing or the bus id unknown: clocks are then not recorded
+            self.handle = None
+
+    def _get(self, fn: str, *args: Any) -> Any:
+        if self.handle is None:
+            return None
+        try:
+            value = getattr(self.nvml, fn)(self.handle, *args)
+        except Exception:
+            return None
+        return value.decode() if isinstance(value, bytes) else value
+
+    def clocks(self) -> dict[str, float | None]:
+        if self.handle is None:
+            return {"sm_clock_mhz": None, "memory_clock_mhz": None}
+        n = self.nvml
+        return {"sm_clock_mhz": self._get("nvmlDeviceGetClockInfo", n.NVML_CLOCK_SM),
+                "memory_clock_mhz": self._get("nvmlDeviceGetClockInfo", n.NVML_CLOCK_MEM)}
+
+    def facts(self) -> dict[str, Any]:
+        if self.handle is None:
+            return {"nvml": "unavailable"}
+        n = self.nvml
+        reasons = self._get("nvmlDeviceGetCurrentClocksEventReasons") or self._get(
+            "nvmlDeviceGetCurrentClocksThrottleReasons")
+        try:
+            driver = n.nvmlSystemGetDriverVersion()
+            driver = driver.decode() if isinstance(driver, bytes) else driver
+        except Exception:
+            driver = None
+        return {
+            "uuid": self._get("nvmlDeviceGetUUID"),
+            "driver_version": driver,
+            "max_sm_clock_mhz": self._get("nvmlDeviceGetMaxClockInfo", n.NVML_CLOCK_SM),
+            "max_memory_clock_mhz": self._get("nvmlDeviceGetMaxClockInfo", n.NVML_CLOCK_MEM),
+            "clock_event_reasons": reasons,
+        }
+
+
+class CudaBackend(Backend):
+    kind = "cuda"
+
+    def __init__(self, *, index: int = 0, cubin_dir: str | os.PathLike | None = None) -> None:
+        drv = _import_pycuda()
+        self.drv = drv
+        try:
+            drv.init()
+            count = drv.Device.count()
+        except drv.Error as exc:
+            raise DeviceUnavailable(f"CUDA driver initialisation failed: {exc}") from exc
+        if index >= count:
+            raise DeviceUnavailable(f"CUDA device index {index} does not exist; this host has "
+                                    f"{count} device(s) (set devices[].index)")
+        self.index = index
+        self.device = drv.Device(index)
+        self.context = self.device.make_context()
+        self.nvml = _Nvml(self.device.pci_bus_id())
+        self.cubin_dir = Path(cubin_dir) if cubin_dir else None
+        self._modules: dict[str, Any] = {}
+        self._functions: dict[str, Any] = {}
+        self._buffer = None
+        self._buffer_bytes = 0
+        self._start_clocks = self.nvml.clocks()
+
+    # --- device facts -------------------------------------------------------------------
+    @property
+    def arch(self) -> str:
+        major, minor = self.device.compute_capability()
+        return f"sm_{major}{minor}"
+
+    def device_info(self) -> dict[str, Any]:
+        drv, d = self.drv, self.device
+        a = drv.device_attribute
+        attrs = {k: d.get_attribute(getattr(a, k)) for k in (
+            "MULTIPROCESSOR_COUNT", "L2_CACHE_SIZE", "GLOBAL_MEMORY_BUS_WIDTH",
+            "MEMORY_CLOCK_RATE", "CLOCK_RATE", "MAX_SHARED_MEMORY_PER_MULTIPROCESSOR",
+            "MAX_SHARED_MEMORY_PER_BLOCK_OPTIN", "MAX_THREADS_PER_MULTIPROCESSOR")
+            if hasattr(a, k)}
+        return {
+            "backend": "cuda",
+            "name": d.name(),
+            "index": self.index,
+            "pci_bus_id": d.pci_bus_id(),
+            "compute_capability": ".".join(map(str, d.compute_capability())),
+            "arch": self.arch,
+            "total_memory_bytes": d.total_memory(),
+            "cuda_driver_api_version": drv.get_driver_version(),
+            "pycuda_cuda_version": ".".join(map(str, drv.get_version())),
+            "attributes": {k.lower(): v for k, v in attrs.items()},
+            "clocks_at_open": self._start_clocks,
+            **self.nvml.facts(),
+        }
+
+    @property
+    def supports_carveout(self) -> bool:
+        return self.device.compute_capability() >= (7, 0)
+
+    def clocks(self) -> dict[str, float]:
+        return self.nvml.clocks()
+
+    # --- kernels ------------------------------------------------------------------------
+    def cubin_path(self, kernel: str) -> Path:
+        if self.cubin_dir is None:
+            raise DeviceUnavailable("no cubin_dir given: compile kernels first "
+                                    "(`gpudissect compile` or the compile_kernel rule)")
+        path = self.cubin_dir / f"{kernel}.cubin"
+        if not path.is_file():
+            raise DeviceUnavailable(f"{path} does not exist: compile kernels/{kernel}.cu for "
+                                    f"{self.arch} first")
+        return path
+
+    def cubin_sha256(self, kernel: str) -> str:
+        return file_sha256(self.cubin_path(kernel))
+
+    def function(self, kernel: str, name: str, signature: str):
+        key = f"{kernel}:{name}"
+        if key not in self._functions:
+            if kernel not in self._modules:
+                self._modules[kernel] = self.drv.module_from_file(str(self.cubin_path(kernel)))
+            fn = self._modules[kernel].get_function(name)
+            fn.prepare(signature)
+            self._functions[key] = fn
+        return self._functions[key]
+
+    def _set_shared(self, fn, *, dynamic_bytes: int, carveout_pct: int | None) -> None:
+        fa = self.drv.function_attribute
+        if dynamic_bytes > 48 * 1024:
+            fn.set_attribute(fa.MAX_DYNAMIC_SHARED_SIZE_BYTES, dynamic_bytes)
+        if carveout_pct is not None:
+            fn.set_attribute(fa.PREFERRED_SHARED_MEMORY_CARVEOUT, int(carveout_pct))
+
+    def _device_buffer(self, nbytes: int):
+        if nbytes > self._buffer_bytes:
+            if self._buffer is not None:
+                self._buffer.free()
+            self._buffer = self.drv.mem_alloc(nbytes)
+            self._buffer_bytes = nbytes
+        return self._buffer
+
+    # --- work ---------------------------------------------------------------------------
+    def run_chase(self, work: ChaseWork, *, carveout_pct: int | None,
+                  seed: int = 0) -> ChaseResult:
+        drv = self.drv
+        fn = self.function("pchase", CHASE_KERNELS[work.path], "PIIIPP")
+        self._set_shared(fn, dynamic_bytes=work.shared_buffer_bytes, carveout_pct=carveout_pct)
+        chain = self._device_buffer(work.chain.nbytes)
+        drv.memcpy_htod(chain, work.chain)
+        latency = np.zeros(work.record_steps, dtype=np.uint32)
+        indices = np.zeros(work.record_steps, dtype=np.uint32)
+        d_lat = drv.mem_alloc(max(latency.nbytes, 4))
+        d_idx = drv.mem_alloc(max(indices.nbytes, 4))
+        try:
+            fn.prepared_call((1, 1), (1, 1, 1), chain, np.uint32(work.start_index),
+                             np.uint32(work.warmup_steps), np.uint32(work.record_steps),
+                             d_lat, d_idx, shared_size=work.shared_buffer_bytes)
+            self.context.synchronize()
+            drv.memcpy_dtoh(latency, d_lat)
+            drv.memcpy_dtoh(indices, d_idx)
+        finally:
+            d_lat.free()
+            d_idx.free()
+        sm = self.nvml.clocks()["sm_clock_mhz"]
+        return ChaseResult(latency_cycles=latency, indices=indices,
+                           sm_clock_mhz=float(sm) if sm is not None else float("nan"))
+
+    def close(self) -> None:
+        if self.context is None:
+            return
+        try:
+            if self._buffer is not None:
+                self._buffer.free()
+            self._modules.clear()
+            self._functions.clear()
+        finally:
+            self.context.pop()
+            self.context.detach()
+            self.context = None

@@ -1,0 +1,222 @@
+"""`gpudissect`: run, analyse, plot and report experiments without Snakemake.
+
+The Snakemake rules call these same subcommands, so a single step can be rerun by hand.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+from .exceptions import GpuDissectError
+
+log = logging.getLogger("gpudissect")
+
+
+def _setup_logging(verbose: bool) -> None:
+    logging.basicConfig(level=logging.DEBUG if verbose else logging.INFO,
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr)
+
+
+def cmd_devices(args: argparse.Namespace) -> int:
+    """List CUDA GPUs visible here and, with --config, the configured devices."""
+    from .devices import list_cuda_devices
+
+    gpus = list_cuda_devices()
+    if gpus:
+        print("CUDA devices:")
+        for g in gpus:
+            print(f"  [{g['index']}] {g['name']}  compute capability {g['compute_capability']}  "
+                  f"({g['source']})")
+    else:
+        print("CUDA devices: none found (no nvidia-smi or pycuda, or no GPU)")
+    if args.config:
+        from .config import load
+
+        cfg = load(args.config)
+        print(f"Configured devices ({args.config}):")
+        for d in cfg.devices:
+            where = d.profile if d.backend == "sim" else f"cuda index {d.index}"
+            print(f"  {d.name}: backend {d.backend}, {where}")
+    return 0
+
+
+def cmd_validate(args: argparse.Namespace) -> int:
+    from .config import load
+
+    cfg = load(args.config)
+    print(f"{args.config}: valid ({len(cfg.devices)} device(s): "
+          f"{', '.join(d.name for d in cfg.devices)})")
+    return 0
+
+
+def cmd_detect_arch(args: argparse.Namespace) -> int:
+    from .devices import detect_arch
+
+    print(detect_arch(args.index))
+    return 0
+
+
+def cmd_compile(args: argparse.Namespace) -> int:
+    from .kernels import compile_kernel
+
+    result = compile_kernel(args.kernel, arch=args.arch, output=args.out, nvcc=args.nvcc,
+                            extra_flags=tuple(args.flag or ("-O3",)))
+    print(result.log)
+    print(f"cubin {result.cubin} sha256 {result.sha256}")
+    return 0
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    from .config import load
+    from .sweep import run_experiment
+
+    cfg = load(args.config)
+    device = cfg.device(args.device)
+    path = run_experiment(device, args.experiment, out=args.out, cubin_dir=args.cubin_dir)
+    print(f"trace written: {path}")
+    return 0
+
+
+def cmd_analyze(args: argparse.Namespace) -> int:
+    from .analysis import cache_size
+    from .analysis.result import write_result
+    from .experiments import REGISTRY
+    from .traces import read_trace
+
+    if args.experiment != "l1_size":
+        raise GpuDissectError(f"no analysis for experiment {args.experiment!r}; allowed: l1_size")
+    trace = read_trace(args.trace, schema=REGISTRY[args.experiment].SCHEMA)
+    doc = cache_size.analyse(trace.data, provenance=trace.provenance)
+    write_result(args.out, doc)
+    if args.table:
+        from .traces import write_trace
+
+        table = cache_size.summary_table(trace.data)
+        import pyarrow as pa
+
+        write_trace(args.table, table, schema=pa.Schema.from_pandas(table, preserve_index=False),
+                    provenance=trace.provenance | {"derived_from": str(args.trace)})
+    element = next(iter(doc["elements"]))
+    print(json.dumps(doc["elements"][element], indent=2))
+    return 0
+
+
+def cmd_plot(args: argparse.Namespace) -> int:
+    import matplotlib.pyplot as plt
+
+    from .analysis.cache_size import summary_table
+    from .plotting.pchase import plot_latency_map, plot_size_sweep
+    from .traces import read_trace
+
+    trace = read_trace(args.trace)
+    doc = json.loads(Path(args.analysis).read_text())
+    element = next(iter(doc["elements"]))
+    cps = [{"carveout_pct": -1 if s["carveout_pct"] is None else s["carveout_pct"],
+            "shared_buffer_bytes": s["shared_buffer_bytes"],
+            "size_bytes": s[element]["size_bytes"].get("value")} for s in doc["series"]]
+    device = trace.provenance["device"]
+    for out, make in ((args.sweep_out, lambda: plot_size_sweep(
+            summary_table(trace.data), change_points=cps,
+            title=f"{device}: mean latency vs array size ({doc['path']} path)")),
+            (args.map_out, lambda: plot_latency_map(
+                trace.data, title=f"{device}: per-access latency ({doc['path']} path)"))):
+        fig, _ = make()
+        for path in out:
+            Path(path).parent.mkdir(parents=True, exist_ok=True)
+            fig.savefig(path, dpi=150)
+        plt.close(fig)
+    return 0
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    from .report.render import DeviceResults, render_report
+
+    devices = []
+    for name in args.device:
+        figs = tuple(sorted(Path(args.figures, name).glob("*.png")))
+        devices.append(DeviceResults(name=name, l1_size_json=Path(args.analysis, name,
+                                                                   "l1_size.json"), figures=figs))
+    out = render_report(devices, title=args.title, out=args.out)
+    print(f"report written: {out}")
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="gpudissect", description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("-v", "--verbose", action="store_true", help="debug logging")
+    sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    s = sub.add_parser("devices", help="list CUDA GPUs here (and configured devices)")
+    s.add_argument("--config", help="also list the devices of this run config")
+    s.set_defaults(func=cmd_devices)
+
+    s = sub.add_parser("validate", help="validate a run config (and its device profiles)")
+    s.add_argument("--config", required=True)
+    s.set_defaults(func=cmd_validate)
+
+    s = sub.add_parser("detect-arch", help="print the sm_XX arch of CUDA device INDEX")
+    s.add_argument("--index", type=int, default=0)
+    s.set_defaults(func=cmd_detect_arch)
+
+    s = sub.add_parser("compile", help="compile one kernel to a cubin with nvcc")
+    s.add_argument("--kernel", required=True, help="kernels/<name>.cu")
+    s.add_argument("--arch", required=True, help="target arch, e.g. sm_90")
+    s.add_argument("--out", required=True, help="output .cubin")
+    s.add_argument("--nvcc", default=shutil.which("nvcc") or "nvcc")
+    s.add_argument("--flag", action="append", help="extra nvcc flag (repeatable)")
+    s.set_defaults(func=cmd_compile)
+
+    s = sub.add_parser("run", help="run one experiment on one configured device -> trace")
+    s.add_argument("--config", required=True, help="run config YAML")
+    s.add_argument("--device", required=True, help="device name from the config")
+    s.add_argument("--experiment", default="l1_size")
+    s.add_argument("--out", required=True, help="trace .parquet to write")
+    s.add_argument("--cubin-dir", help="folder with compiled cubins (cuda devices)")
+    s.set_defaults(func=cmd_run)
+
+    s = sub.add_parser("analyze", help="analyse a trace -> result JSON")
+    s.add_argument("--experiment", default="l1_size")
+    s.add_argument("--trace", required=True)
+    s.add_argument("--out", required=True, help="result .json to write")
+    s.add_argument("--table", help="also write the tidy per-size summary as Parquet")
+    s.set_defaults(func=cmd_analyze)
+
+    s = sub.add_parser("plot", help="figures of a size sweep")
+    s.add_argument("--trace", required=True)
+    s.add_argument("--analysis", required=True, help="the result JSON of the trace")
+    s.add_argument("--sweep-out", nargs="+", required=True, help="latency-vs-size figure(s)")
+    s.add_argument("--map-out", nargs="+", required=True, help="latency map figure(s)")
+    s.set_defaults(func=cmd_plot)
+
+    s = sub.add_parser("report", help="render results/report/report.md")
+    s.add_argument("--device", nargs="+", required=True)
+    s.add_argument("--analysis", default="results/analysis")
+    s.add_argument("--figures", default="results/figures")
+    s.add_argument("--title", default="gpudissect report")
+    s.add_argument("--out", default="results/report/report.md")
+    s.set_defaults(func=cmd_report)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    _setup_logging(args.verbose)
+    try:
+        return args.func(args)
+    except GpuDissectError as exc:
+        print(f"gpudissect: error: {exc}", file=sys.stderr)
+        return 2
+    except subprocess.CalledProcessError as exc:
+        print(f"gpudissect: error: {exc}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,239 @@
+"""Run configuration: validated against the schema, then frozen dataclasses.
+
+Every error names the key (as a path like `devices[0].backend`), the value and what is allowed,
+and is raised before any job runs.
+"""
+
+from __future__ import annotations
+
+import copy
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+import yaml
+
+from .exceptions import ConfigError
+from .provenance import REPO_ROOT
+
+SCHEMA_DIR = REPO_ROOT / "config" / "schemas"
+CONFIG_SCHEMA = SCHEMA_DIR / "config.schema.yaml"
+
+
+@dataclass(frozen=True)
+class SizeRange:
+    start: int
+    stop: int
+    step: int
+
+    def sizes(self) -> tuple[int, ...]:
+        return tuple(range(self.start, self.stop + 1, self.step))
+
+
+@dataclass(frozen=True)
+class L1SizeSweep:
+    enabled: bool
+    path: str
+    stride_bytes: int
+    array_bytes: SizeRange
+    shared_buffer_bytes: tuple[int, ...]
+    max_record_steps: int
+    repetitions: int
+
+
+@dataclass(frozen=True)
+class DeviceEntry:
+    name: str
+    backend: str
+    profile: Path | None
+    seed: int
+    index: int
+    arch: str | None
+    carveouts: tuple[int, ...]
+    experiments: dict[str, Any]  # effective (merged) experiment sections, raw for hashing
+    l1_size: L1SizeSweep
+
+
+@dataclass(frozen=True)
+class BuildConfig:
+    nvcc: str
+    nvcc_flags: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class RunConfig:
+    devices: tuple[DeviceEntry, ...]
+    build: BuildConfig
+    report_title: str
+
+    def device(self, name: str) -> DeviceEntry:
+        for d in self.devices:
+            if d.name == name:
+                return d
+        raise ConfigError(f"no device named {name!r}; configured: {[d.name for d in self.devices]}")
+
+    @property
+    def cuda_devices(self) -> tuple[DeviceEntry, ...]:
+        return tuple(d for d in self.devices if d.backend == "cuda")
+
+
+def load_schema(path: Path = CONFIG_SCHEMA) -> dict[str, Any]:
+    with open(path) as f:
+        return yaml.safe_load(f)
+
+
+def _key_path(parts) -> str:
+    out = ""
+    for p in parts:
+        out += f"[{p}]" if isinstance(p, int) else (f".{p}" if out else str(p))
+    return out or "(top level)"
+
+
+def describe_error(err: jsonschema.ValidationError) -> str:
+    """One line naming the key, the value and what is allowed."""
+    key = _key_path(err.absolute_path)
+    v, s = err.validator, err.schema
+    if v == "additionalProperties":
+        allowed = sorted(s.get("properties", {}))
+        unknown = sorted(set(err.instance) - set(allowed))
+        where = key if err.absolute_path else "top level"
+        return f"{where}: unknown key(s) {unknown}; allowed keys: {allowed}"
+    if v == "enum":
+        return f"{key}: {err.instance!r} is not allowed; allowed: {', '.join(map(str, s['enum']))}"
+    if v == "required":
+        return f"{key}: {err.message}"
+    if v in ("minimum", "maximum", "exclusiveMinimum"):
+        return f"{key}: {err.instance!r} is out of range; allowed: {v} {s[v]}"
+    if v == "type":
+        return f"{key}: {err.instance!r} is not of type {s['type']}"
+    if v == "pattern":
+        return f"{key}: {err.instance!r} does not match the allowed form {s['pattern']}"
+    if v == "multipleOf":
+        return f"{key}: {err.instance!r} is not allowed; allowed: a multiple of {s['multipleOf']}"
+    if v == "minItems":
+        return f"{key}: needs at least {s['minItems']} item(s)"
+    return f"{key}: {err.message}"
+
+
+def _fill_defaults(instance: Any, schema: dict[str, Any], root: dict[str, Any],
+                   skip: frozenset[str] = frozenset({"experiments"}), depth: int = 0) -> None:
+    """Fill `default`s from the schema into `instance` in place (objects and array items)."""
+    if "$ref" in schema:
+        ref = schema["$ref"].split("/")[-1]
+        schema = {**root["$defs"][ref], **{k: v for k, v in schema.items() if k != "$ref"}}
+    if isinstance(instance, dict):
+        for key, sub in schema.get("properties", {}).items():
+            if key not in instance and "default" in sub:
+                instance[key] = copy.deepcopy(sub["default"])
+            if key in instance:
+                # per-device experiment overrides stay sparse: they are merged, then filled
+                if depth > 0 and key in skip:
+                    continue
+                _fill_defaults(instance[key], sub, root, skip, depth + 1)
+    elif isinstance(instance, list) and "items" in schema:
+        for item in instance:
+            _fill_defaults(item, schema["items"], root, skip, depth + 1)
+
+
+def _merge(base: dict[str, Any], override: dict[str, Any]) -> dict[str, Any]:
+    out = copy.deepcopy(base)
+    for k, v in override.items():
+        out[k] = _merge(out[k], v) if isinstance(v, dict) and isinstance(out.get(k), dict) else v
+    return out
+
+
+def validate(raw: dict[str, Any], *, schema: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Validate a raw config against the schema; return a copy with defaults filled."""
+    schema = schema or load_schema()
+    if not isinstance(raw, dict):
+        raise ConfigError(f"config: expected a mapping at the top level, got {type(raw).__name__}")
+    validator = jsonschema.Draft202012Validator(schema)
+    errors = sorted(validator.iter_errors(raw), key=lambda e: list(map(str, e.absolute_path)))
+    if errors:
+        raise ConfigError("invalid config:\n  " + "\n  ".join(describe_error(e) for e in errors))
+    filled = copy.deepcopy(raw)
+    _fill_defaults(filled, schema, schema)
+    return filled
+
+
+def _l1_size(section: dict[str, Any], where: str) -> L1SizeSweep:
+    r = section["array_bytes"]
+    sweep = L1SizeSweep(
+        enabled=section["enabled"], path=section["path"], stride_bytes=section["stride_bytes"],
+        array_bytes=SizeRange(r["start"], r["stop"], r["step"]),
+        shared_buffer_bytes=tuple(section["shared_buffer_bytes"]),
+        max_record_steps=section["max_record_steps"], repetitions=section["repetitions"])
+    key = f"{where}.l1_size"
+    if r["stop"] < r["start"]:
+        raise ConfigError(f"{key}.array_bytes.stop: {r['stop']} is below start {r['start']}; "
+                          "allowed: stop >= start")
+    if sweep.stride_bytes > r["start"]:
+        raise ConfigError(
+            f"{key}.stride_bytes: {sweep.stride_bytes} is larger than the smallest array "
+            f"({key}.array_bytes.start = {r['start']}); allowed: a stride up to the smallest "
+            "array size")
+    for b in sweep.shared_buffer_bytes:
+        if 8 * sweep.max_record_steps > b:
+            raise ConfigError(
+                f"{key}.shared_buffer_bytes: {b} cannot hold {sweep.max_record_steps} records "
+                f"(8 bytes each, {key}.max_record_steps); allowed: at least "
+                f"{8 * sweep.max_record_steps}")
+    return sweep
+
+
+def parse(raw: dict[str, Any], *, base_dir: str | os.PathLike = ".") -> RunConfig:
+    """Validate and type a run config. Relative profile paths resolve against `base_dir`."""
+    cfg = validate(raw)
+    schema = load_schema()
+    names = [d["name"] for d in cfg["devices"]]
+    for i, name in enumerate(names):
+        if names.index(name) != i:
+            raise ConfigError(f"devices[{i}].name: {name!r} is used twice; allowed: unique names")
+    devices = []
+    for i, d in enumerate(cfg["devices"]):
+        where = f"devices[{i}]"
+        if d["backend"] == "sim":
+            if "profile" not in d:
+                raise ConfigError(f"{where}.profile: missing; a sim device needs a device profile "
+                                  "(for example config/devices/gtx560ti.yaml)")
+            profile = Path(base_dir, d["profile"])
+            if not profile.is_file():
+                raise ConfigError(f"{where}.profile: file {d['profile']!r} does not exist "
+                                  f"(resolved to {profile}); allowed: a path to a device "
+                                  "profile YAML file")
+            for k in ("arch", "carveouts"):
+                if k in raw["devices"][i]:
+                    raise ConfigError(f"{where}.{k}: only for backend cuda, not sim")
+        else:
+            profile = None
+            if "profile" in d:
+                raise ConfigError(f"{where}.profile: only for backend sim, not cuda")
+        merged = _merge(cfg["experiments"], d.get("experiments", {}))
+        # fill defaults of any section the override brought in partially
+        wrapper = {"experiments": merged}
+        _fill_defaults(wrapper, {"properties": {"experiments": schema["$defs"]["experiments"]}},
+                       schema)
+        merged = wrapper["experiments"]
+        exp_where = f"{where}.experiments" if d.get("experiments") else "experiments"
+        devices.append(DeviceEntry(
+            name=d["name"], backend=d["backend"], profile=profile, seed=d["seed"],
+            index=d["index"], arch=d.get("arch"), carveouts=tuple(d["carveouts"]),
+            experiments=merged, l1_size=_l1_size(merged["l1_size"], exp_where)))
+    b = cfg["build"]
+    return RunConfig(devices=tuple(devices),
+                     build=BuildConfig(nvcc=b["nvcc"], nvcc_flags=tuple(b["nvcc_flags"])),
+                     report_title=cfg["report"]["title"])
+
+
+def load(path: str | os.PathLike, *, base_dir: str | os.PathLike = ".") -> RunConfig:
+    path = Path(path)
+    if not path.is_file():
+        raise ConfigError(f"config file {str(path)!r} does not exist")
+    with open(path) as f:
+        try:
+            raw = yaml.safe_load(f) or {}
+        except yaml.YAMLError as exc:
+            raise ConfigError(f"{path}: not valid YAML ({exc})") from exc
+    return parse(raw, base_dir=base_dir)

@@ -1,0 +1,31 @@
+"""Array builders shared by both backends: the exact memory contents an experiment runs on."""
+
+from __future__ import annotations
+
+import numpy as np
+
+ELEMENT_BYTES = 4  # chains hold 32-bit element indices
+
+
+def stride_chain(*, array_bytes: int, stride_bytes: int) -> np.ndarray:
+    """The P-chase array of Mei & Chu: A[i] = (i + s) mod N, in 4-byte elements.
+
+    Walking j = A[j] from 0 visits every s-th element and wraps around; one pass over the array
+    takes ceil(N / s) steps.
+    """
+    if array_bytes % ELEMENT_BYTES or stride_bytes % ELEMENT_BYTES:
+        raise ValueError(f"array_bytes ({array_bytes}) and stride_bytes ({stride_bytes}) must be "
+                         f"multiples of {ELEMENT_BYTES}")
+    n = array_bytes // ELEMENT_BYTES
+    s = stride_bytes // ELEMENT_BYTES
+    if not 0 < s <= n:
+        raise ValueError(f"stride_bytes {stride_bytes} must be positive and at most array_bytes "
+                         f"{array_bytes}")
+    return ((np.arange(n, dtype=np.int64) + s) % n).astype(np.uint32)
+
+
+def chain_pass_steps(*, array_bytes: int, stride_bytes: int) -> int:
+    """Steps of one pass over a stride chain starting at element 0."""
+    n = array_bytes // ELEMENT_BYTES
+    s = stride_bytes // ELEMENT_BYTES
+    return -(-n // s)

@@ -1,0 +1,64 @@
+"""Run one experiment on one configured device and write its trace with full provenance."""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import os
+import time
+from pathlib import Path
+from typing import Any
+
+from .backends import open_backend
+from .config import DeviceEntry
+from .experiments import REGISTRY
+from .exceptions import ConfigError
+from .provenance import base_provenance
+from .traces import write_trace
+
+log = logging.getLogger(__name__)
+
+
+def _progress(name: str):
+    last = [0.0]
+
+    def report(done: int, total: int) -> None:
+        now = time.monotonic()
+        if done == total or now - last[0] > 5:
+            last[0] = now
+            log.info("%s: %d/%d points", name, done, total)
+
+    return report
+
+
+def run_experiment(device: DeviceEntry, experiment: str, *, out: str | os.PathLike,
+                   cubin_dir: str | os.PathLike | None = None) -> Path:
+    """Run `experiment` on `device`, write the trace to `out` atomically, return its path."""
+    if experiment not in REGISTRY:
+        raise ConfigError(f"experiment {experiment!r} is unknown; allowed: {sorted(REGISTRY)}")
+    module = REGISTRY[experiment]
+    sweep = getattr(device, experiment)
+    fragment = {"device": dataclasses.asdict(device) | {"profile": str(device.profile)},
+                "experiment": experiment, "parameters": device.experiments[experiment]}
+    started = time.time()
+    with open_backend(device, cubin_dir=cubin_dir) as backend:
+        clocks_before = backend.clocks()
+        info = backend.device_info()
+        data = module.run(backend, sweep, carveouts=device.carveouts,
+                          progress=_progress(f"{device.name}/{experiment}"))
+        clocks_after = backend.clocks()
+        kernels = {}
+        if backend.kind == "cuda":
+            kernels = {"pchase.cubin_sha256": backend.cubin_sha256("pchase")}
+    provenance: dict[str, Any] = base_provenance(config_fragment=fragment) | {
+        "experiment": experiment,
+        "device": device.name,
+        "backend": device.backend,
+        "device_info": info,
+        "clocks_before": clocks_before,
+        "clocks_after": clocks_after,
+        "carveouts_pct": list(device.carveouts) if backend.supports_carveout else None,
+        "kernels": kernels,
+        "elapsed_s": round(time.time() - started, 3),
+    }
+    return write_trace(out, data, schema=module.SCHEMA, provenance=provenance)

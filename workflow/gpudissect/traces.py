@@ -1,0 +1,90 @@
+"""Parquet traces: one declared schema per experiment, provenance in the file metadata.
+
+Writes go to a temporary file in the same folder and are renamed into place, so a failed or
+interrupted job never leaves a partial trace behind.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from .exceptions import TraceError
+
+METADATA_KEY = b"gpudissect"
+TRACE_FORMAT_VERSION = 1
+
+# Keys every trace's provenance must hold (DESIGN.md principle 5).
+REQUIRED_PROVENANCE = (
+    "package_version",
+    "git_commit",
+    "config_hash",
+    "host",
+    "created_utc",
+    "experiment",
+    "device",
+)
+
+
+@dataclass(frozen=True)
+class Trace:
+    data: pd.DataFrame
+    provenance: dict[str, Any]
+    path: Path | None = None
+
+
+def write_trace(path: str | os.PathLike, data: pd.DataFrame, *, schema: pa.Schema,
+                provenance: dict[str, Any]) -> Path:
+    """Write `data` with `schema` and `provenance` to `path` atomically."""
+    missing = [k for k in REQUIRED_PROVENANCE if k not in provenance]
+    if missing:
+        raise TraceError(f"{path}: provenance lacks {missing}; every trace must carry them")
+    extra = sorted(set(data.columns) - set(schema.names))
+    absent = [n for n in schema.names if n not in data.columns]
+    if extra or absent:
+        raise TraceError(f"{path}: columns do not match the schema (missing {absent}, "
+                         f"unexpected {extra})")
+    table = pa.Table.from_pandas(data[schema.names], schema=schema, preserve_index=False)
+    meta = dict(provenance, trace_format_version=TRACE_FORMAT_VERSION)
+    table = table.replace_schema_metadata({METADATA_KEY: json.dumps(meta, default=str).encode()})
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
+    try:
+        pq.write_table(table, tmp, compression="zstd")
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
+    return path
+
+
+def read_trace(path: str | os.PathLike, *, schema: pa.Schema | None = None) -> Trace:
+    """Read a trace, checking its schema (when given) and provenance; errors name the file."""
+    path = Path(path)
+    if not path.exists():
+        raise TraceError(f"{path}: trace file does not exist")
+    try:
+        table = pq.read_table(path)
+    except (OSError, pa.ArrowInvalid) as exc:
+        raise TraceError(f"{path}: not a readable Parquet file ({exc})") from exc
+    raw = (table.schema.metadata or {}).get(METADATA_KEY)
+    if raw is None:
+        raise TraceError(f"{path}: no gpudissect provenance metadata; was it written by "
+                         "gpudissect? Re-run the sweep that produces it")
+    provenance = json.loads(raw)
+    missing = [k for k in REQUIRED_PROVENANCE if k not in provenance]
+    if missing:
+        raise TraceError(f"{path}: provenance lacks {missing}")
+    if schema is not None:
+        got = table.schema.remove_metadata()
+        if not got.equals(schema.remove_metadata()):
+            raise TraceError(f"{path}: schema does not match the experiment's declared schema\n"
+                             f"expected: {schema}\nfound: {got}")
+    return Trace(data=table.to_pandas(), provenance=provenance, path=path)

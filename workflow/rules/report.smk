@@ -1,0 +1,16 @@
+rule render_report:
+    input:
+        results=expand("results/analysis/{device}/l1_size.json", device=list(DEVICES)),
+        figures=[f for name in DEVICES for f in device_figures(name)],
+    output:
+        report="results/report/report.md",
+    log:
+        "logs/render_report/render_report.log",
+    params:
+        devices=" ".join(DEVICES),
+        title=RUN.report_title,
+    conda:
+        ENV
+    shell:
+        "python -m gpudissect report --device {params.devices} --title {params.title:q}"
+        " --out {output.report} > {log} 2>&1"
