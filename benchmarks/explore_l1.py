@@ -24,8 +24,14 @@ with CudaBackend(index=0, cubin_dir=cubin_dir) as b:
                 for size in sizes:
                     chain = stride_chain(array_bytes=size, stride_bytes=stride)
                     steps = chain_pass_steps(array_bytes=size, stride_bytes=stride)
-                    w = ChaseWork(path=path, chain=chain, start_index=0, warmup_steps=steps,
-                                  record_steps=min(steps, 2048), shared_buffer_bytes=buf)
+                    w = ChaseWork(
+                        path=path,
+                        chain=chain,
+                        start_index=0,
+                        warmup_steps=steps,
+                        record_steps=min(steps, 2048),
+                        shared_buffer_bytes=buf,
+                    )
                     r = b.run_chase(w, carveout_pct=c)
                     row.append(f"{size >> 10}K:{np.mean(r.latency_cycles):.0f}")
                 print(path, f"carveout={c}", f"buf={buf >> 10}K", " ".join(row), flush=True)

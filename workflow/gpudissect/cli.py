@@ -19,8 +19,11 @@ log = logging.getLogger("gpudissect")
 
 
 def _setup_logging(verbose: bool) -> None:
-    logging.basicConfig(level=logging.DEBUG if verbose else logging.INFO,
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr)
+    logging.basicConfig(
+        level=logging.DEBUG if verbose else logging.INFO,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+        stream=sys.stderr,
+    )
 
 
 def cmd_devices(args: argparse.Namespace) -> int:
@@ -31,8 +34,10 @@ def cmd_devices(args: argparse.Namespace) -> int:
     if gpus:
         print("CUDA devices:")
         for g in gpus:
-            print(f"  [{g['index']}] {g['name']}  compute capability {g['compute_capability']}  "
-                  f"({g['source']})")
+            print(
+                f"  [{g['index']}] {g['name']}  compute capability {g['compute_capability']}  "
+                f"({g['source']})"
+            )
     else:
         print("CUDA devices: none found (no nvidia-smi or pycuda, or no GPU)")
     if args.config:
@@ -50,8 +55,10 @@ def cmd_validate(args: argparse.Namespace) -> int:
     from .config import load
 
     cfg = load(args.config)
-    print(f"{args.config}: valid ({len(cfg.devices)} device(s): "
-          f"{', '.join(d.name for d in cfg.devices)})")
+    print(
+        f"{args.config}: valid ({len(cfg.devices)} device(s): "
+        f"{', '.join(d.name for d in cfg.devices)})"
+    )
     return 0
 
 
@@ -65,8 +72,13 @@ def cmd_detect_arch(args: argparse.Namespace) -> int:
 def cmd_compile(args: argparse.Namespace) -> int:
     from .kernels import compile_kernel
 
-    result = compile_kernel(args.kernel, arch=args.arch, output=args.out, nvcc=args.nvcc,
-                            extra_flags=tuple(args.flag or ("-O3",)))
+    result = compile_kernel(
+        args.kernel,
+        arch=args.arch,
+        output=args.out,
+        nvcc=args.nvcc,
+        extra_flags=tuple(args.flag or ("-O3",)),
+    )
     print(result.log)
     print(f"cubin {result.cubin} sha256 {result.sha256}")
     return 0
@@ -100,8 +112,12 @@ def cmd_analyze(args: argparse.Namespace) -> int:
         table = cache_size.summary_table(trace.data)
         import pyarrow as pa
 
-        write_trace(args.table, table, schema=pa.Schema.from_pandas(table, preserve_index=False),
-                    provenance=trace.provenance | {"derived_from": str(args.trace)})
+        write_trace(
+            args.table,
+            table,
+            schema=pa.Schema.from_pandas(table, preserve_index=False),
+            provenance=trace.provenance | {"derived_from": str(args.trace)},
+        )
     element = next(iter(doc["elements"]))
     print(json.dumps(doc["elements"][element], indent=2))
     return 0
@@ -117,15 +133,31 @@ def cmd_plot(args: argparse.Namespace) -> int:
     trace = read_trace(args.trace)
     doc = json.loads(Path(args.analysis).read_text())
     element = next(iter(doc["elements"]))
-    cps = [{"carveout_pct": -1 if s["carveout_pct"] is None else s["carveout_pct"],
+    cps = [
+        {
+            "carveout_pct": -1 if s["carveout_pct"] is None else s["carveout_pct"],
             "shared_buffer_bytes": s["shared_buffer_bytes"],
-            "size_bytes": s[element]["size_bytes"].get("value")} for s in doc["series"]]
+            "size_bytes": s[element]["size_bytes"].get("value"),
+        }
+        for s in doc["series"]
+    ]
     device = trace.provenance["device"]
-    for out, make in ((args.sweep_out, lambda: plot_size_sweep(
-            summary_table(trace.data), change_points=cps,
-            title=f"{device}: mean latency vs array size ({doc['path']} path)")),
-            (args.map_out, lambda: plot_latency_map(
-                trace.data, title=f"{device}: per-access latency ({doc['path']} path)"))):
+    for out, make in (
+        (
+            args.sweep_out,
+            lambda: plot_size_sweep(
+                summary_table(trace.data),
+                change_points=cps,
+                title=f"{device}: mean latency vs array size ({doc['path']} path)",
+            ),
+        ),
+        (
+            args.map_out,
+            lambda: plot_latency_map(
+                trace.data, title=f"{device}: per-access latency ({doc['path']} path)"
+            ),
+        ),
+    ):
         fig, _ = make()
         for path in out:
             Path(path).parent.mkdir(parents=True, exist_ok=True)
@@ -140,16 +172,20 @@ def cmd_report(args: argparse.Namespace) -> int:
     devices = []
     for name in args.device:
         figs = tuple(sorted(Path(args.figures, name).glob("*.png")))
-        devices.append(DeviceResults(name=name, l1_size_json=Path(args.analysis, name,
-                                                                   "l1_size.json"), figures=figs))
+        devices.append(
+            DeviceResults(
+                name=name, l1_size_json=Path(args.analysis, name, "l1_size.json"), figures=figs
+            )
+        )
     out = render_report(devices, title=args.title, out=args.out)
     print(f"report written: {out}")
     return 0
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="gpudissect", description=__doc__,
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(
+        prog="gpudissect", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     p.add_argument("-v", "--verbose", action="store_true", help="debug logging")
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
 

@@ -117,8 +117,13 @@ def describe_error(err: jsonschema.ValidationError) -> str:
     return f"{key}: {err.message}"
 
 
-def _fill_defaults(instance: Any, schema: dict[str, Any], root: dict[str, Any],
-                   skip: frozenset[str] = frozenset({"experiments"}), depth: int = 0) -> None:
+def _fill_defaults(
+    instance: Any,
+    schema: dict[str, Any],
+    root: dict[str, Any],
+    skip: frozenset[str] = frozenset({"experiments"}),
+    depth: int = 0,
+) -> None:
     """Fill `default`s from the schema into `instance` in place (objects and array items)."""
     if "$ref" in schema:
         ref = schema["$ref"].split("/")[-1]
@@ -161,25 +166,33 @@ def validate(raw: dict[str, Any], *, schema: dict[str, Any] | None = None) -> di
 def _l1_size(section: dict[str, Any], where: str) -> L1SizeSweep:
     r = section["array_bytes"]
     sweep = L1SizeSweep(
-        enabled=section["enabled"], path=section["path"], stride_bytes=section["stride_bytes"],
+        enabled=section["enabled"],
+        path=section["path"],
+        stride_bytes=section["stride_bytes"],
         array_bytes=SizeRange(r["start"], r["stop"], r["step"]),
         shared_buffer_bytes=tuple(section["shared_buffer_bytes"]),
-        max_record_steps=section["max_record_steps"], repetitions=section["repetitions"])
+        max_record_steps=section["max_record_steps"],
+        repetitions=section["repetitions"],
+    )
     key = f"{where}.l1_size"
     if r["stop"] < r["start"]:
-        raise ConfigError(f"{key}.array_bytes.stop: {r['stop']} is below start {r['start']}; "
-                          "allowed: stop >= start")
+        raise ConfigError(
+            f"{key}.array_bytes.stop: {r['stop']} is below start {r['start']}; "
+            "allowed: stop >= start"
+        )
     if sweep.stride_bytes > r["start"]:
         raise ConfigError(
             f"{key}.stride_bytes: {sweep.stride_bytes} is larger than the smallest array "
             f"({key}.array_bytes.start = {r['start']}); allowed: a stride up to the smallest "
-            "array size")
+            "array size"
+        )
     for b in sweep.shared_buffer_bytes:
         if 8 * sweep.max_record_steps > b:
             raise ConfigError(
                 f"{key}.shared_buffer_bytes: {b} cannot hold {sweep.max_record_steps} records "
                 f"(8 bytes each, {key}.max_record_steps); allowed: at least "
-                f"{8 * sweep.max_record_steps}")
+                f"{8 * sweep.max_record_steps}"
+            )
     return sweep
 
 
@@ -196,13 +209,17 @@ def parse(raw: dict[str, Any], *, base_dir: str | os.PathLike = ".") -> RunConfi
         where = f"devices[{i}]"
         if d["backend"] == "sim":
             if "profile" not in d:
-                raise ConfigError(f"{where}.profile: missing; a sim device needs a device profile "
-                                  "(for example config/devices/gtx560ti.yaml)")
+                raise ConfigError(
+                    f"{where}.profile: missing; a sim device needs a device profile "
+                    "(for example config/devices/gtx560ti.yaml)"
+                )
             profile = Path(base_dir, d["profile"])
             if not profile.is_file():
-                raise ConfigError(f"{where}.profile: file {d['profile']!r} does not exist "
-                                  f"(resolved to {profile}); allowed: a path to a device "
-                                  "profile YAML file")
+                raise ConfigError(
+                    f"{where}.profile: file {d['profile']!r} does not exist "
+                    f"(resolved to {profile}); allowed: a path to a device "
+                    "profile YAML file"
+                )
             for k in ("arch", "carveouts"):
                 if k in raw["devices"][i]:
                     raise ConfigError(f"{where}.{k}: only for backend cuda, not sim")
@@ -213,18 +230,30 @@ def parse(raw: dict[str, Any], *, base_dir: str | os.PathLike = ".") -> RunConfi
         merged = _merge(cfg["experiments"], d.get("experiments", {}))
         # fill defaults of any section the override brought in partially
         wrapper = {"experiments": merged}
-        _fill_defaults(wrapper, {"properties": {"experiments": schema["$defs"]["experiments"]}},
-                       schema)
+        _fill_defaults(
+            wrapper, {"properties": {"experiments": schema["$defs"]["experiments"]}}, schema
+        )
         merged = wrapper["experiments"]
         exp_where = f"{where}.experiments" if d.get("experiments") else "experiments"
-        devices.append(DeviceEntry(
-            name=d["name"], backend=d["backend"], profile=profile, seed=d["seed"],
-            index=d["index"], arch=d.get("arch"), carveouts=tuple(d["carveouts"]),
-            experiments=merged, l1_size=_l1_size(merged["l1_size"], exp_where)))
+        devices.append(
+            DeviceEntry(
+                name=d["name"],
+                backend=d["backend"],
+                profile=profile,
+                seed=d["seed"],
+                index=d["index"],
+                arch=d.get("arch"),
+                carveouts=tuple(d["carveouts"]),
+                experiments=merged,
+                l1_size=_l1_size(merged["l1_size"], exp_where),
+            )
+        )
     b = cfg["build"]
-    return RunConfig(devices=tuple(devices),
-                     build=BuildConfig(nvcc=b["nvcc"], nvcc_flags=tuple(b["nvcc_flags"])),
-                     report_title=cfg["report"]["title"])
+    return RunConfig(
+        devices=tuple(devices),
+        build=BuildConfig(nvcc=b["nvcc"], nvcc_flags=tuple(b["nvcc_flags"])),
+        report_title=cfg["report"]["title"],
+    )
 
 
 def load(path: str | os.PathLike, *, base_dir: str | os.PathLike = ".") -> RunConfig:

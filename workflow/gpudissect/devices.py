@@ -13,16 +13,21 @@ def _nvidia_smi() -> list[dict]:
     if exe is None:
         return []
     try:
-        out = subprocess.run([exe, "--query-gpu=index,name,compute_cap",
-                              "--format=csv,noheader"], capture_output=True, text=True,
-                             check=True, timeout=30).stdout
+        out = subprocess.run(
+            [exe, "--query-gpu=index,name,compute_cap", "--format=csv,noheader"],
+            capture_output=True,
+            text=True,
+            check=True,
+            timeout=30,
+        ).stdout
     except (OSError, subprocess.SubprocessError):
         return []
     gpus = []
     for line in out.strip().splitlines():
         idx, name, cc = (x.strip() for x in line.split(","))
-        gpus.append({"index": int(idx), "name": name, "compute_capability": cc,
-                     "source": "nvidia-smi"})
+        gpus.append(
+            {"index": int(idx), "name": name, "compute_capability": cc, "source": "nvidia-smi"}
+        )
     return gpus
 
 
@@ -34,9 +39,15 @@ def list_cuda_devices() -> list[dict]:
         import pycuda.driver as drv
 
         drv.init()
-        return [{"index": i, "name": drv.Device(i).name(),
-                 "compute_capability": ".".join(map(str, drv.Device(i).compute_capability())),
-                 "source": "pycuda"} for i in range(drv.Device.count())]
+        return [
+            {
+                "index": i,
+                "name": drv.Device(i).name(),
+                "compute_capability": ".".join(map(str, drv.Device(i).compute_capability())),
+                "source": "pycuda",
+            }
+            for i in range(drv.Device.count())
+        ]
     except Exception:
         return []
 
@@ -48,4 +59,5 @@ def detect_arch(index: int = 0) -> str:
             return "sm_" + g["compute_capability"].replace(".", "")
     raise DeviceUnavailable(
         f"cannot detect the arch of CUDA device {index}: no such GPU found here (nvidia-smi and "
-        "pycuda found none). Set devices[].arch (for example sm_90) or run on the GPU host")
+        "pycuda found none). Set devices[].arch (for example sm_90) or run on the GPU host"
+    )

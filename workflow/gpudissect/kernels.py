@@ -55,8 +55,17 @@ def compile_kernel(
     output = Path(output)
     output.parent.mkdir(parents=True, exist_ok=True)
     tmp = output.with_name(f".{output.name}.tmp{os.getpid()}")
-    command = (exe, "-cubin", f"-arch={arch}", *extra_flags, "-Xptxas", "-v", "-o", str(tmp),
-               str(source))
+    command = (
+        exe,
+        "-cubin",
+        f"-arch={arch}",
+        *extra_flags,
+        "-Xptxas",
+        "-v",
+        "-o",
+        str(tmp),
+        str(source),
+    )
     proc = subprocess.run(command, capture_output=True, text=True, check=False)
     log = f"$ {shlex.join(command)}\n{proc.stdout}{proc.stderr}"
     if proc.returncode != 0:

@@ -14,13 +14,16 @@ def stride_chain(*, array_bytes: int, stride_bytes: int) -> np.ndarray:
     takes ceil(N / s) steps.
     """
     if array_bytes % ELEMENT_BYTES or stride_bytes % ELEMENT_BYTES:
-        raise ValueError(f"array_bytes ({array_bytes}) and stride_bytes ({stride_bytes}) must be "
-                         f"multiples of {ELEMENT_BYTES}")
+        raise ValueError(
+            f"array_bytes ({array_bytes}) and stride_bytes ({stride_bytes}) must be "
+            f"multiples of {ELEMENT_BYTES}"
+        )
     n = array_bytes // ELEMENT_BYTES
     s = stride_bytes // ELEMENT_BYTES
     if not 0 < s <= n:
-        raise ValueError(f"stride_bytes {stride_bytes} must be positive and at most array_bytes "
-                         f"{array_bytes}")
+        raise ValueError(
+            f"stride_bytes {stride_bytes} must be positive and at most array_bytes {array_bytes}"
+        )
     return ((np.arange(n, dtype=np.int64) + s) % n).astype(np.uint32)
 
 

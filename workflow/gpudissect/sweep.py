@@ -11,8 +11,8 @@ from typing import Any
 
 from .backends import open_backend
 from .config import DeviceEntry
-from .experiments import REGISTRY
 from .exceptions import ConfigError
+from .experiments import REGISTRY
 from .provenance import base_provenance
 from .traces import write_trace
 
@@ -31,21 +31,33 @@ def _progress(name: str):
     return report
 
 
-def run_experiment(device: DeviceEntry, experiment: str, *, out: str | os.PathLike,
-                   cubin_dir: str | os.PathLike | None = None) -> Path:
+def run_experiment(
+    device: DeviceEntry,
+    experiment: str,
+    *,
+    out: str | os.PathLike,
+    cubin_dir: str | os.PathLike | None = None,
+) -> Path:
     """Run `experiment` on `device`, write the trace to `out` atomically, return its path."""
     if experiment not in REGISTRY:
         raise ConfigError(f"experiment {experiment!r} is unknown; allowed: {sorted(REGISTRY)}")
     module = REGISTRY[experiment]
     sweep = getattr(device, experiment)
-    fragment = {"device": dataclasses.asdict(device) | {"profile": str(device.profile)},
-                "experiment": experiment, "parameters": device.experiments[experiment]}
+    fragment = {
+        "device": dataclasses.asdict(device) | {"profile": str(device.profile)},
+        "experiment": experiment,
+        "parameters": device.experiments[experiment],
+    }
     started = time.time()
     with open_backend(device, cubin_dir=cubin_dir) as backend:
         clocks_before = backend.clocks()
         info = backend.device_info()
-        data = module.run(backend, sweep, carveouts=device.carveouts,
-                          progress=_progress(f"{device.name}/{experiment}"))
+        data = module.run(
+            backend,
+            sweep,
+            carveouts=device.carveouts,
+            progress=_progress(f"{device.name}/{experiment}"),
+        )
         clocks_after = backend.clocks()
         kernels = {}
         if backend.kind == "cuda":

@@ -40,8 +40,9 @@ class Trace:
     path: Path | None = None
 
 
-def write_trace(path: str | os.PathLike, data: pd.DataFrame, *, schema: pa.Schema,
-                provenance: dict[str, Any]) -> Path:
+def write_trace(
+    path: str | os.PathLike, data: pd.DataFrame, *, schema: pa.Schema, provenance: dict[str, Any]
+) -> Path:
     """Write `data` with `schema` and `provenance` to `path` atomically."""
     missing = [k for k in REQUIRED_PROVENANCE if k not in provenance]
     if missing:
@@ -49,8 +50,9 @@ def write_trace(path: str | os.PathLike, data: pd.DataFrame, *, schema: pa.Schem
     extra = sorted(set(data.columns) - set(schema.names))
     absent = [n for n in schema.names if n not in data.columns]
     if extra or absent:
-        raise TraceError(f"{path}: columns do not match the schema (missing {absent}, "
-                         f"unexpected {extra})")
+        raise TraceError(
+            f"{path}: columns do not match the schema (missing {absent}, unexpected {extra})"
+        )
     table = pa.Table.from_pandas(data[schema.names], schema=schema, preserve_index=False)
     meta = dict(provenance, trace_format_version=TRACE_FORMAT_VERSION)
     table = table.replace_schema_metadata({METADATA_KEY: json.dumps(meta, default=str).encode()})
@@ -76,8 +78,10 @@ def read_trace(path: str | os.PathLike, *, schema: pa.Schema | None = None) -> T
         raise TraceError(f"{path}: not a readable Parquet file ({exc})") from exc
     raw = (table.schema.metadata or {}).get(METADATA_KEY)
     if raw is None:
-        raise TraceError(f"{path}: no gpudissect provenance metadata; was it written by "
-                         "gpudissect? Re-run the sweep that produces it")
+        raise TraceError(
+            f"{path}: no gpudissect provenance metadata; was it written by "
+            "gpudissect? Re-run the sweep that produces it"
+        )
     provenance = json.loads(raw)
     missing = [k for k in REQUIRED_PROVENANCE if k not in provenance]
     if missing:
@@ -85,6 +89,8 @@ def read_trace(path: str | os.PathLike, *, schema: pa.Schema | None = None) -> T
     if schema is not None:
         got = table.schema.remove_metadata()
         if not got.equals(schema.remove_metadata()):
-            raise TraceError(f"{path}: schema does not match the experiment's declared schema\n"
-                             f"expected: {schema}\nfound: {got}")
+            raise TraceError(
+                f"{path}: schema does not match the experiment's declared schema\n"
+                f"expected: {schema}\nfound: {got}"
+            )
     return Trace(data=table.to_pandas(), provenance=provenance, path=path)

@@ -27,7 +27,9 @@ def device_arch(device):
     try:
         return detect_arch(device.index)
     except GpuDissectError as exc:
-        raise WorkflowError(f"gpudissect: devices entry {device.name!r}: {exc}") from None
+        raise WorkflowError(
+            f"gpudissect: devices entry {device.name!r}: {exc}"
+        ) from None
 
 
 ARCHS = {name: device_arch(d) for name, d in DEVICES.items() if d.backend == "cuda"}

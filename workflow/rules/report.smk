@@ -6,11 +6,11 @@ rule render_report:
         report="results/report/report.md",
     log:
         "logs/render_report/render_report.log",
+    conda:
+        ENV
     params:
         devices=" ".join(DEVICES),
         title=RUN.report_title,
-    conda:
-        ENV
     shell:
         "python -m gpudissect report --device {params.devices} --title {params.title:q}"
         " --out {output.report} > {log} 2>&1"

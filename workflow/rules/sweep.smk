@@ -5,12 +5,12 @@ rule run_sweep:
         trace="results/traces/{device}/{experiment}.parquet",
     log:
         "logs/run_sweep/{device}/{experiment}.log",
+    conda:
+        CUDA_ENV if RUN.cuda_devices else ENV
+    resources:
+        gpu=gpu_count,
     params:
         device=lambda wc: wc.device,
         experiment=lambda wc: wc.experiment,
-    resources:
-        gpu=gpu_count,
-    conda:
-        CUDA_ENV if RUN.cuda_devices else ENV
     script:
         "../scripts/run_sweep.py"

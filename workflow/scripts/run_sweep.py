@@ -7,9 +7,14 @@ from gpudissect.config import parse
 from gpudissect.sweep import run_experiment
 
 sm = snakemake  # noqa: F821 - provided by Snakemake
-logging.basicConfig(filename=sm.log[0], level=logging.INFO,
-                    format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+logging.basicConfig(
+    filename=sm.log[0], level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+)
 device = parse(sm.config).device(sm.params.device)
 cubin = sm.input.get("cubin")
-run_experiment(device, sm.params.experiment, out=sm.output.trace,
-               cubin_dir=Path(cubin).parent if cubin else None)
+run_experiment(
+    device,
+    sm.params.experiment,
+    out=sm.output.trace,
+    cubin_dir=Path(cubin).parent if cubin else None,
+)

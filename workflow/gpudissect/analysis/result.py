@@ -8,10 +8,16 @@ from pathlib import Path
 from typing import Any
 
 
-def quantity(value: Any, *, unit: str | None, confidence: float, method: str,
-             evidence: str) -> dict[str, Any]:
-    return {"value": value, "unit": unit, "confidence": round(float(min(max(confidence, 0), 1)), 4),
-            "method": method, "evidence": evidence}
+def quantity(
+    value: Any, *, unit: str | None, confidence: float, method: str, evidence: str
+) -> dict[str, Any]:
+    return {
+        "value": value,
+        "unit": unit,
+        "confidence": round(float(min(max(confidence, 0), 1)), 4),
+        "method": method,
+        "evidence": evidence,
+    }
 
 
 def undetermined(reason: str) -> dict[str, Any]:

@@ -30,8 +30,10 @@ class ChaseWork:
         if self.chain.dtype != np.uint32:
             raise TypeError(f"chain must be uint32, got {self.chain.dtype}")
         if 8 * self.record_steps > self.shared_buffer_bytes:
-            raise ValueError(f"shared_buffer_bytes {self.shared_buffer_bytes} cannot hold "
-                             f"{self.record_steps} records of 8 bytes")
+            raise ValueError(
+                f"shared_buffer_bytes {self.shared_buffer_bytes} cannot hold "
+                f"{self.record_steps} records of 8 bytes"
+            )
 
 
 @dataclass(frozen=True)
@@ -56,8 +58,7 @@ class Backend(ABC):
         """Whether the L1/shared carveout can be set per kernel."""
 
     @abstractmethod
-    def run_chase(self, work: ChaseWork, *, carveout_pct: int | None,
-                  seed: int = 0) -> ChaseResult:
+    def run_chase(self, work: ChaseWork, *, carveout_pct: int | None, seed: int = 0) -> ChaseResult:
         """Execute one P-chase launch (`seed` feeds the simulator's noise; a GPU ignores it)."""
 
     @abstractmethod

@@ -25,7 +25,8 @@ def _import_pycuda():
     except ImportError as exc:
         raise DeviceUnavailable(
             "the cuda backend needs pycuda: install it on the GPU host with "
-            "`pip install -e .[cuda]` (pycuda builds against the local CUDA driver)") from exc
+            "`pip install -e .[cuda]` (pycuda builds against the local CUDA driver)"
+        ) from exc
     return drv
 
 
@@ -56,15 +57,18 @@ class _Nvml:
         if self.handle is None:
             return {"sm_clock_mhz": None, "memory_clock_mhz": None}
         n = self.nvml
-        return {"sm_clock_mhz": self._get("nvmlDeviceGetClockInfo", n.NVML_CLOCK_SM),
-                "memory_clock_mhz": self._get("nvmlDeviceGetClockInfo", n.NVML_CLOCK_MEM)}
+        return {
+            "sm_clock_mhz": self._get("nvmlDeviceGetClockInfo", n.NVML_CLOCK_SM),
+            "memory_clock_mhz": self._get("nvmlDeviceGetClockInfo", n.NVML_CLOCK_MEM),
+        }
 
     def facts(self) -> dict[str, Any]:
         if self.handle is None:
             return {"nvml": "unavailable"}
         n = self.nvml
         reasons = self._get("nvmlDeviceGetCurrentClocksEventReasons") or self._get(
-            "nvmlDeviceGetCurrentClocksThrottleReasons")
+            "nvmlDeviceGetCurrentClocksThrottleReasons"
+        )
         try:
             driver = n.nvmlSystemGetDriverVersion()
             driver = driver.decode() if isinstance(driver, bytes) else driver
@@ -91,8 +95,10 @@ class CudaBackend(Backend):
         except drv.Error as exc:
             raise DeviceUnavailable(f"CUDA driver initialisation failed: {exc}") from exc
         if index >= count:
-            raise DeviceUnavailable(f"CUDA device index {index} does not exist; this host has "
-                                    f"{count} device(s) (set devices[].index)")
+            raise DeviceUnavailable(
+                f"CUDA device index {index} does not exist; this host has "
+                f"{count} device(s) (set devices[].index)"
+            )
         self.index = index
         self.device = drv.Device(index)
         self.context = self.device.make_context()
@@ -113,11 +119,20 @@ class CudaBackend(Backend):
     def device_info(self) -> dict[str, Any]:
         drv, d = self.drv, self.device
         a = drv.device_attribute
-        attrs = {k: d.get_attribute(getattr(a, k)) for k in (
-            "MULTIPROCESSOR_COUNT", "L2_CACHE_SIZE", "GLOBAL_MEMORY_BUS_WIDTH",
-            "MEMORY_CLOCK_RATE", "CLOCK_RATE", "MAX_SHARED_MEMORY_PER_MULTIPROCESSOR",
-            "MAX_SHARED_MEMORY_PER_BLOCK_OPTIN", "MAX_THREADS_PER_MULTIPROCESSOR")
-            if hasattr(a, k)}
+        attrs = {
+            k: d.get_attribute(getattr(a, k))
+            for k in (
+                "MULTIPROCESSOR_COUNT",
+                "L2_CACHE_SIZE",
+                "GLOBAL_MEMORY_BUS_WIDTH",
+                "MEMORY_CLOCK_RATE",
+                "CLOCK_RATE",
+                "MAX_SHARED_MEMORY_PER_MULTIPROCESSOR",
+                "MAX_SHARED_MEMORY_PER_BLOCK_OPTIN",
+                "MAX_THREADS_PER_MULTIPROCESSOR",
+            )
+            if hasattr(a, k)
+        }
         return {
             "backend": "cuda",
             "name": d.name(),
@@ -143,12 +158,15 @@ class CudaBackend(Backend):
     # --- kernels ------------------------------------------------------------------------
     def cubin_path(self, kernel: str) -> Path:
         if self.cubin_dir is None:
-            raise DeviceUnavailable("no cubin_dir given: compile kernels first "
-                                    "(`gpudissect compile` or the compile_kernel rule)")
+            raise DeviceUnavailable(
+                "no cubin_dir given: compile kernels first "
+                "(`gpudissect compile` or the compile_kernel rule)"
+            )
         path = self.cubin_dir / f"{kernel}.cubin"
         if not path.is_file():
-            raise DeviceUnavailable(f"{path} does not exist: compile kernels/{kernel}.cu for "
-                                    f"{self.arch} first")
+            raise DeviceUnavailable(
+                f"{path} does not exist: compile kernels/{kernel}.cu for {self.arch} first"
+            )
         return path
 
     def cubin_sha256(self, kernel: str) -> str:
@@ -180,8 +198,7 @@ class CudaBackend(Backend):
         return self._buffer
 
     # --- work ---------------------------------------------------------------------------
-    def run_chase(self, work: ChaseWork, *, carveout_pct: int | None,
-                  seed: int = 0) -> ChaseResult:
+    def run_chase(self, work: ChaseWork, *, carveout_pct: int | None, seed: int = 0) -> ChaseResult:
         drv = self.drv
         fn = self.function("pchase", CHASE_KERNELS[work.path], "PIIIPP")
         self._set_shared(fn, dynamic_bytes=work.shared_buffer_bytes, carveout_pct=carveout_pct)
@@ -192,9 +209,17 @@ class CudaBackend(Backend):
         d_lat = drv.mem_alloc(max(latency.nbytes, 4))
         d_idx = drv.mem_alloc(max(indices.nbytes, 4))
         try:
-            fn.prepared_call((1, 1), (1, 1, 1), chain, np.uint32(work.start_index),
-                             np.uint32(work.warmup_steps), np.uint32(work.record_steps),
-                             d_lat, d_idx, shared_size=work.shared_buffer_bytes)
+            fn.prepared_call(
+                (1, 1),
+                (1, 1, 1),
+                chain,
+                np.uint32(work.start_index),
+                np.uint32(work.warmup_steps),
+                np.uint32(work.record_steps),
+                d_lat,
+                d_idx,
+                shared_size=work.shared_buffer_bytes,
+            )
             self.context.synchronize()
             drv.memcpy_dtoh(latency, d_lat)
             drv.memcpy_dtoh(indices, d_idx)
@@ -202,8 +227,11 @@ class CudaBackend(Backend):
             d_lat.free()
             d_idx.free()
         sm = self.nvml.clocks()["sm_clock_mhz"]
-        return ChaseResult(latency_cycles=latency, indices=indices,
-                           sm_clock_mhz=float(sm) if sm is not None else float("nan"))
+        return ChaseResult(
+            latency_cycles=latency,
+            indices=indices,
+            sm_clock_mhz=float(sm) if sm is not None else float("nan"),
+        )
 
     def close(self) -> None:
         if self.context is None:

@@ -48,15 +48,21 @@ class SimBackend(Backend):
         c = self.profile.clocks
         return {"sm_clock_mhz": float(c.sm_mhz), "memory_clock_mhz": float(c.memory_mhz)}
 
-    def run_chase(self, work: ChaseWork, *, carveout_pct: int | None,
-                  seed: int = 0) -> ChaseResult:
+    def run_chase(self, work: ChaseWork, *, carveout_pct: int | None, seed: int = 0) -> ChaseResult:
         from ..sim.engine import SimGPU
 
         gpu = SimGPU(self.profile, seed=point_seed(self.seed, seed))
         latency, indices = gpu.chase(
-            work.path, work.chain, element_bytes=work.element_bytes, base_address_bytes=0,
-            start_index=work.start_index, warmup_steps=work.warmup_steps,
-            record_steps=work.record_steps)
-        return ChaseResult(latency_cycles=np.asarray(latency, dtype=np.uint32),
-                           indices=np.asarray(indices, dtype=np.uint32),
-                           sm_clock_mhz=float(self.profile.clocks.sm_mhz))
+            work.path,
+            work.chain,
+            element_bytes=work.element_bytes,
+            base_address_bytes=0,
+            start_index=work.start_index,
+            warmup_steps=work.warmup_steps,
+            record_steps=work.record_steps,
+        )
+        return ChaseResult(
+            latency_cycles=np.asarray(latency, dtype=np.uint32),
+            indices=np.asarray(indices, dtype=np.uint32),
+            sm_clock_mhz=float(self.profile.clocks.sm_mhz),
+        )

@@ -22,18 +22,20 @@ log = logging.getLogger(__name__)
 NAME = "l1_size"
 NO_CARVEOUT = -1  # carveout_pct where the backend has no L1/shared carveout
 
-SCHEMA = pa.schema([
-    pa.field("point", pa.int32()),
-    pa.field("carveout_pct", pa.int16()),  # -1: the backend has no carveout
-    pa.field("shared_buffer_bytes", pa.int32()),
-    pa.field("array_bytes", pa.int64()),
-    pa.field("stride_bytes", pa.int32()),
-    pa.field("repetition", pa.int16()),
-    pa.field("step", pa.int32()),
-    pa.field("index", pa.uint32()),
-    pa.field("latency_cycles", pa.uint32()),
-    pa.field("sm_clock_mhz", pa.float32()),
-])
+SCHEMA = pa.schema(
+    [
+        pa.field("point", pa.int32()),
+        pa.field("carveout_pct", pa.int16()),  # -1: the backend has no carveout
+        pa.field("shared_buffer_bytes", pa.int32()),
+        pa.field("array_bytes", pa.int64()),
+        pa.field("stride_bytes", pa.int32()),
+        pa.field("repetition", pa.int16()),
+        pa.field("step", pa.int32()),
+        pa.field("index", pa.uint32()),
+        pa.field("latency_cycles", pa.uint32()),
+        pa.field("sm_clock_mhz", pa.float32()),
+    ]
+)
 
 
 @dataclass(frozen=True)
@@ -55,39 +57,55 @@ def plan(sweep: L1SizeSweep, *, carveouts: tuple[int, ...]) -> list[Point]:
                 chain = stride_chain(array_bytes=array_bytes, stride_bytes=sweep.stride_bytes)
                 steps = chain_pass_steps(array_bytes=array_bytes, stride_bytes=sweep.stride_bytes)
                 work = ChaseWork(
-                    path=sweep.path, chain=chain, start_index=0,
+                    path=sweep.path,
+                    chain=chain,
+                    start_index=0,
                     warmup_steps=steps,  # one full pass loads every element once
-                    record_steps=min(steps, sweep.max_record_steps),
-                    shared_buffer_bytes=buffer_bytes)
+                    # a fixed count: several passes over small arrays (more samples for the
+                    # hit/miss statistics), part of a pass over the largest
+                    record_steps=sweep.max_record_steps,
+                    shared_buffer_bytes=buffer_bytes,
+                )
                 for rep in range(sweep.repetitions):
-                    points.append(Point(len(points), carveout, buffer_bytes, array_bytes, rep,
-                                        work))
+                    points.append(
+                        Point(len(points), carveout, buffer_bytes, array_bytes, rep, work)
+                    )
     return points
 
 
-def run(backend: Backend, sweep: L1SizeSweep, *, carveouts: tuple[int, ...],
-        progress: Callable[[int, int], None] | None = None) -> pd.DataFrame:
+def run(
+    backend: Backend,
+    sweep: L1SizeSweep,
+    *,
+    carveouts: tuple[int, ...],
+    progress: Callable[[int, int], None] | None = None,
+) -> pd.DataFrame:
     """Run the sweep on `backend`; one row per recorded access."""
     if not backend.supports_carveout:
         carveouts = (NO_CARVEOUT,)
     points = plan(sweep, carveouts=carveouts)
     frames = []
     for p in points:
-        result = backend.run_chase(p.work, carveout_pct=None if p.carveout_pct < 0
-                                   else p.carveout_pct, seed=p.point)
+        result = backend.run_chase(
+            p.work, carveout_pct=None if p.carveout_pct < 0 else p.carveout_pct, seed=p.point
+        )
         n = len(result.latency_cycles)
-        frames.append(pd.DataFrame({
-            "point": np.full(n, p.point, np.int32),
-            "carveout_pct": np.full(n, p.carveout_pct, np.int16),
-            "shared_buffer_bytes": np.full(n, p.shared_buffer_bytes, np.int32),
-            "array_bytes": np.full(n, p.array_bytes, np.int64),
-            "stride_bytes": np.full(n, sweep.stride_bytes, np.int32),
-            "repetition": np.full(n, p.repetition, np.int16),
-            "step": np.arange(n, dtype=np.int32),
-            "index": result.indices,
-            "latency_cycles": result.latency_cycles,
-            "sm_clock_mhz": np.full(n, result.sm_clock_mhz, np.float32),
-        }))
+        frames.append(
+            pd.DataFrame(
+                {
+                    "point": np.full(n, p.point, np.int32),
+                    "carveout_pct": np.full(n, p.carveout_pct, np.int16),
+                    "shared_buffer_bytes": np.full(n, p.shared_buffer_bytes, np.int32),
+                    "array_bytes": np.full(n, p.array_bytes, np.int64),
+                    "stride_bytes": np.full(n, sweep.stride_bytes, np.int32),
+                    "repetition": np.full(n, p.repetition, np.int16),
+                    "step": np.arange(n, dtype=np.int32),
+                    "index": result.indices,
+                    "latency_cycles": result.latency_cycles,
+                    "sm_clock_mhz": np.full(n, result.sm_clock_mhz, np.float32),
+                }
+            )
+        )
         if progress:
             progress(p.point + 1, len(points))
     return pd.concat(frames, ignore_index=True)

@@ -31,8 +31,10 @@ def _fmt(q: dict[str, Any] | None, unit_fmt=str) -> str:
 def _l1_section(doc: dict[str, Any], rel) -> list[str]:
     element = next(iter(doc["elements"]))
     lines = [f"### Cache size on the `{doc['path']}` path ({element}), fine-grained P-chase", ""]
-    lines += ["| carveout | shared buffer | size | hit latency | confidence | evidence |",
-              "| --- | --- | --- | --- | --- | --- |"]
+    lines += [
+        "| carveout | shared buffer | size | hit latency | confidence | evidence |",
+        "| --- | --- | --- | --- | --- | --- |",
+    ]
     for s in doc["series"]:
         q = s[element]
         size = q["size_bytes"]
@@ -40,24 +42,31 @@ def _l1_section(doc: dict[str, Any], rel) -> list[str]:
         lines.append(
             f"| {carve} | {s['shared_buffer_bytes'] // 1024} KiB | {_fmt(size, _kib)} | "
             f"{_fmt(q.get('hit_latency_cycles'), lambda v: f'{v:g} cycles')} | "
-            f"{size.get('confidence', '—')} | {size.get('evidence', size.get('undetermined'))} |")
+            f"{size.get('confidence', '—')} | {size.get('evidence', size.get('undetermined'))} |"
+        )
     lines.append("")
     for s in doc["series"]:
         size = s[element]["size_bytes"]
         if size.get("value") is not None:
-            where = ("" if s["carveout_pct"] is None
-                     else f" at carveout {s['carveout_pct']}%")
-            lines.append(f"- Measured {element} size{where} (shared buffer "
-                         f"{s['shared_buffer_bytes'] // 1024} KiB): **{_kib(size['value'])}**.")
+            where = "" if s["carveout_pct"] is None else f" at carveout {s['carveout_pct']}%"
+            lines.append(
+                f"- Measured {element} size{where} (shared buffer "
+                f"{s['shared_buffer_bytes'] // 1024} KiB): **{_kib(size['value'])}**."
+            )
     for check in doc.get("shared_buffer_check", []):
         moved = check["size_moves_with_buffer"]
-        verdict = {None: "cannot be decided (a size is undetermined)",
-                   True: "moves with the shared-memory buffer size",
-                   False: "does not move with the shared-memory buffer size"}[moved]
-        sizes = ", ".join(f"{int(k) // 1024} KiB buffer: {_kib(v)}"
-                          for k, v in check["size_bytes_by_shared_buffer_bytes"].items())
-        lines.append(f"- At carveout {check['carveout_pct']}% the measured size {verdict} "
-                     f"({sizes}).")
+        verdict = {
+            None: "cannot be decided (a size is undetermined)",
+            True: "moves with the shared-memory buffer size",
+            False: "does not move with the shared-memory buffer size",
+        }[moved]
+        sizes = ", ".join(
+            f"{int(k) // 1024} KiB buffer: {_kib(v)}"
+            for k, v in check["size_bytes_by_shared_buffer_bytes"].items()
+        )
+        lines.append(
+            f"- At carveout {check['carveout_pct']}% the measured size {verdict} ({sizes})."
+        )
     lines.append("")
     return lines
 
@@ -69,23 +78,38 @@ def render_report(devices: list[DeviceResults], *, title: str, out: str | os.Pat
     def rel(p: Path) -> str:
         return os.path.relpath(p, out.parent)
 
-    lines = [f"# {title}", "",
-             "Every number below was derived by an analysis rule from a trace; each trace's "
-             "provenance (commit, config hash, device or simulator profile, clocks) is in its "
-             "Parquet metadata and summarised per device.", ""]
+    lines = [
+        f"# {title}",
+        "",
+        "Every number below was derived by an analysis rule from a trace; each trace's "
+        "provenance (commit, config hash, device or simulator profile, clocks) is in its "
+        "Parquet metadata and summarised per device.",
+        "",
+    ]
     for d in devices:
         doc = json.loads(Path(d.l1_size_json).read_text())
         info = doc.get("device_info", {})
         lines += [f"## {d.name}", ""]
         if info:
-            facts = [f"{k}: {info[k]}" for k in ("name", "backend", "compute_capability",
-                                                  "profile", "driver_version", "uuid")
-                     if info.get(k) is not None]
+            facts = [
+                f"{k}: {info[k]}"
+                for k in (
+                    "name",
+                    "backend",
+                    "compute_capability",
+                    "profile",
+                    "driver_version",
+                    "uuid",
+                )
+                if info.get(k) is not None
+            ]
             lines += ["Device: " + "; ".join(facts) + ".", ""]
         trace = doc.get("trace", {})
-        lines += [f"Trace: commit `{trace.get('git_commit')}`, config hash "
-                  f"`{str(trace.get('config_hash'))[:12]}`, written {trace.get('created_utc')}.",
-                  ""]
+        lines += [
+            f"Trace: commit `{trace.get('git_commit')}`, config hash "
+            f"`{str(trace.get('config_hash'))[:12]}`, written {trace.get('created_utc')}.",
+            "",
+        ]
         lines += _l1_section(doc, rel)
         for fig in d.figures:
             lines += [f"![{fig.stem}]({rel(fig)})", ""]

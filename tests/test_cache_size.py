@@ -1,0 +1,102 @@
+"""The cache-size analysis on synthetic traces built here with known answers."""
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from gpudissect.analysis.cache_size import CacheSizeEstimator, analyse
+from gpudissect.analysis.misses import FirstMissDetector
+
+
+def _trace(
+    cache_bytes,
+    *,
+    sizes,
+    hit=40,
+    miss=300,
+    jitter=2.0,
+    outliers=0.0,
+    seed=0,
+    random_repl=False,
+    carveout=-1,
+    buffer=16384,
+    n=400,
+):
+    """Per-access latencies of a P-chase over `sizes` for a cache of `cache_bytes`.
+
+    LRU with a cyclic sweep: every access misses once the array is larger than the cache.
+    random_repl: the miss share grows with the excess instead (1 - cache/size), as random
+    replacement does.
+    """
+    rng = np.random.default_rng(seed)
+    rows = []
+    for size in sizes:
+        if size <= cache_bytes:
+            p_miss = 0.0
+        else:
+            p_miss = (1 - cache_bytes / size) if random_repl else 1.0
+        lat = np.where(rng.random(n) < p_miss, miss, hit) + rng.normal(0, jitter, n)
+        lat += np.where(rng.random(n) < outliers, 400, 0)
+        rows.append(
+            pd.DataFrame(
+                {
+                    "carveout_pct": carveout,
+                    "shared_buffer_bytes": buffer,
+                    "array_bytes": size,
+                    "latency_cycles": np.round(lat),
+                }
+            )
+        )
+    return pd.concat(rows, ignore_index=True)
+
+
+SIZES = list(range(4096, 32769, 512))
+
+
+@pytest.mark.parametrize("seed", range(5))
+@pytest.mark.parametrize("cache", [8192, 16384, 24576])
+def test_lru_cache_size_exact(cache, seed):
+    est = CacheSizeEstimator().fit(_trace(cache, sizes=SIZES, seed=seed, outliers=0.01))
+    assert est.series[0].quantities["size_bytes"]["value"] == cache
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_random_replacement_first_misses_found(seed):
+    # 16 KiB + 512 B misses ~3% of accesses: the mean hardly moves, the miss count does
+    est = CacheSizeEstimator().fit(_trace(16384, sizes=SIZES, seed=seed, random_repl=True))
+    assert est.series[0].quantities["size_bytes"]["value"] == 16384
+
+
+def test_no_step_is_undetermined_not_a_guess():
+    est = CacheSizeEstimator().fit(_trace(1 << 20, sizes=SIZES, outliers=0.01))
+    q = est.series[0].quantities["size_bytes"]
+    assert q["value"] is None and "at least 32768" in q["undetermined"]
+
+
+def test_cache_smaller_than_range_is_undetermined():
+    # the two smallest arrays already miss; the reference level is not the sweep's lowest
+    sizes = [1024, 2048, 4096, 8192]
+    data = _trace(512, sizes=sizes)
+    data.loc[data.array_bytes <= 2048, "latency_cycles"] = 300.0
+    data.loc[data.array_bytes > 2048, "latency_cycles"] = 40.0
+    q = CacheSizeEstimator().fit(data).series[0].quantities["size_bytes"]
+    assert q["value"] is None and "smaller than the range" in q["undetermined"]
+
+
+def test_series_per_carveout_and_buffer_check():
+    a = _trace(16384, sizes=SIZES, carveout=0, buffer=16384)
+    b = _trace(12288, sizes=SIZES, carveout=0, buffer=65536, seed=1)
+    doc = analyse(
+        pd.concat([a, b]), provenance={"device": "x", "config": {"parameters": {"path": "ca"}}}
+    )
+    values = [s["l1d"]["size_bytes"]["value"] for s in doc["series"]]
+    assert values == [16384, 12288]
+    check = doc["shared_buffer_check"][0]
+    assert check["carveout_pct"] == 0 and check["size_moves_with_buffer"] is True
+
+
+def test_detector_needs_enough_sizes():
+    from gpudissect.exceptions import AnalysisError
+
+    with pytest.raises(AnalysisError):
+        FirstMissDetector().fit([1, 2], [np.ones(3), np.ones(3)])

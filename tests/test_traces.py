@@ -1,0 +1,91 @@
+"""Trace round trip: data, schema and provenance survive; wrong files are refused by name."""
+
+import json
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from gpudissect.exceptions import TraceError
+from gpudissect.experiments import l1_size
+from gpudissect.traces import METADATA_KEY, read_trace, write_trace
+
+PROV = {
+    "package_version": "0",
+    "git_commit": "abc",
+    "config_hash": "f00",
+    "host": "h",
+    "created_utc": "2026-01-01T00:00:00+00:00",
+    "experiment": "l1_size",
+    "device": "twin",
+    "device_info": {"name": "Test GPU", "profile_sha256": "d3adbeef"},
+}
+
+
+def _frame(n=5):
+    rng = np.random.default_rng(0)
+    return pd.DataFrame(
+        {
+            "point": np.zeros(n, np.int32),
+            "carveout_pct": np.full(n, -1, np.int16),
+            "shared_buffer_bytes": np.full(n, 16384, np.int32),
+            "array_bytes": np.full(n, 4096, np.int64),
+            "stride_bytes": np.full(n, 128, np.int32),
+            "repetition": np.zeros(n, np.int16),
+            "step": np.arange(n, dtype=np.int32),
+            "index": rng.integers(0, 1000, n).astype(np.uint32),
+            "latency_cycles": rng.integers(30, 600, n).astype(np.uint32),
+            "sm_clock_mhz": np.full(n, 1980.0, np.float32),
+        }
+    )
+
+
+def test_round_trip_keeps_data_schema_and_provenance(tmp_path):
+    df = _frame()
+    path = write_trace(tmp_path / "t.parquet", df, schema=l1_size.SCHEMA, provenance=PROV)
+    trace = read_trace(path, schema=l1_size.SCHEMA)
+    pd.testing.assert_frame_equal(trace.data, df)
+    assert trace.provenance["device_info"]["profile_sha256"] == "d3adbeef"
+    assert trace.provenance["git_commit"] == "abc"
+    assert not list(tmp_path.glob(".*tmp*")), "no temporary file left behind"
+
+
+def test_missing_provenance_refused_on_write(tmp_path):
+    with pytest.raises(TraceError, match="provenance lacks"):
+        write_trace(
+            tmp_path / "t.parquet", _frame(), schema=l1_size.SCHEMA, provenance={"git_commit": "x"}
+        )
+    assert not (tmp_path / "t.parquet").exists()
+
+
+def test_foreign_parquet_refused_naming_file(tmp_path):
+    path = tmp_path / "foreign.parquet"
+    pq.write_table(pa.Table.from_pandas(_frame()), path)
+    with pytest.raises(TraceError, match="foreign.parquet: no gpudissect provenance"):
+        read_trace(path)
+
+
+def test_wrong_schema_refused_naming_file(tmp_path):
+    df = _frame().astype({"latency_cycles": np.float64})
+    schema = l1_size.SCHEMA.set(
+        l1_size.SCHEMA.get_field_index("latency_cycles"), pa.field("latency_cycles", pa.float64())
+    )
+    path = write_trace(tmp_path / "w.parquet", df, schema=schema, provenance=PROV)
+    with pytest.raises(TraceError, match="w.parquet: schema does not match"):
+        read_trace(path, schema=l1_size.SCHEMA)
+
+
+def test_incomplete_provenance_refused_on_read(tmp_path):
+    path = tmp_path / "p.parquet"
+    table = pa.Table.from_pandas(_frame(), schema=l1_size.SCHEMA, preserve_index=False)
+    table = table.replace_schema_metadata({METADATA_KEY: json.dumps({"git_commit": "x"})})
+    pq.write_table(table, path)
+    with pytest.raises(TraceError, match="p.parquet: provenance lacks"):
+        read_trace(path)
+
+
+def test_missing_file_named(tmp_path):
+    with pytest.raises(TraceError, match="nope.parquet: trace file does not exist"):
+        read_trace(tmp_path / "nope.parquet")

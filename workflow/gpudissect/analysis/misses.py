@@ -1,0 +1,107 @@
+"""Per-access hit/miss classification and the first array size that misses.
+
+A cache that replaces at random (the Fermi L1) misses only now and then when the array is a line
+or two larger than the cache, so the mean latency hardly moves while the per-access latencies
+already show misses. This detector works on the accesses themselves: it learns the hit latency
+and the rate of timing outliers from the smallest arrays (which fit), calls every slower access a
+miss, and finds the first size whose miss count the outlier rate cannot explain (one-sided
+binomial test), and after which every larger size misses too.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+from scipy.stats import binom
+
+from ..exceptions import AnalysisError
+
+_MAD_TO_SIGMA = 1.4826
+
+
+@dataclass(frozen=True)
+class FirstMiss:
+    index: int  # position in x of the first size that misses
+    x_before: float  # largest size with no significant misses
+    x_after: float  # first size with significant misses
+    hit_latency_cycles: float
+    threshold_cycles: float
+    outlier_rate: float  # share of slow accesses among the reference (all-hit) sizes
+    miss_counts: tuple[int, ...]  # per size
+    accesses: tuple[int, ...]  # per size
+    p_value: float  # binomial test at x_after (Bonferroni-corrected over the sizes tested)
+
+    @property
+    def confidence(self) -> float:
+        return float(max(0.0, 1.0 - self.p_value))
+
+
+@dataclass
+class FirstMissDetector:
+    """`fit(x, groups) -> self`; `.result` is a FirstMiss or None (no size misses).
+
+    reference_sizes: how many of the smallest sizes define the hit latency and outlier rate.
+    min_margin_cycles / min_relative_margin: the least a miss must exceed the hit latency by.
+    alpha: significance of the binomial test, Bonferroni-corrected over the sizes.
+    """
+
+    reference_sizes: int = 2
+    min_margin_cycles: float = 8.0
+    min_relative_margin: float = 0.2
+    alpha: float = 0.01
+    result: FirstMiss | None = None
+    reference_ok: bool = True
+
+    def fit(self, x: Sequence[float], groups: Sequence[np.ndarray]) -> FirstMissDetector:
+        x = np.asarray(x, dtype=np.float64)
+        if len(x) != len(groups) or len(x) < self.reference_sizes + 1:
+            raise AnalysisError(
+                f"need more sizes than the {self.reference_sizes} reference "
+                f"sizes and one group per size (got {len(x)} sizes, "
+                f"{len(groups)} groups)"
+            )
+        if np.any(np.diff(x) <= 0):
+            raise AnalysisError("sizes must be strictly increasing")
+        groups = [np.asarray(g, dtype=np.float64) for g in groups]
+        if any(g.size == 0 for g in groups):
+            raise AnalysisError("every size needs at least one sample")
+        ref = np.concatenate(groups[: self.reference_sizes])
+        hit = float(np.median(ref))
+        sigma = _MAD_TO_SIGMA * float(np.median(np.abs(ref - hit)))
+        threshold = hit + max(6.0 * sigma, self.min_margin_cycles, self.min_relative_margin * hit)
+        # Reference sizes should be at the lowest latency level of the sweep; if larger arrays
+        # are markedly faster, the smallest arrays already missed and the detector cannot tell.
+        medians = np.array([np.median(g) for g in groups])
+        self.reference_ok = bool(hit <= medians.min() + max(self.min_margin_cycles, 0.1 * hit))
+        outlier_rate = (np.sum(ref > threshold) + 1.0) / (ref.size + 2.0)
+        counts = np.array([int(np.sum(g > threshold)) for g in groups])
+        sizes = np.array([g.size for g in groups])
+        tested = len(x) - self.reference_sizes
+        # P(X >= k) under the outlier rate alone, Bonferroni over the tested sizes
+        p = np.minimum(1.0, binom.sf(counts - 1, sizes, outlier_rate) * tested)
+        significant = p < self.alpha
+        significant[: self.reference_sizes] = False
+        first = None
+        for i in range(self.reference_sizes, len(x)):
+            if significant[i] and significant[i:].mean() >= 0.9:
+                first = i
+                break
+        self.result = (
+            None
+            if first is None
+            else FirstMiss(
+                index=first,
+                x_before=float(x[first - 1]),
+                x_after=float(x[first]),
+                hit_latency_cycles=hit,
+                threshold_cycles=float(threshold),
+                outlier_rate=float(outlier_rate),
+                miss_counts=tuple(int(c) for c in counts),
+                accesses=tuple(int(s) for s in sizes),
+                p_value=float(p[first]),
+            )
+        )
+        self._hit, self._threshold = hit, float(threshold)
+        return self
