@@ -89,3 +89,10 @@ def test_incomplete_provenance_refused_on_read(tmp_path):
 def test_missing_file_named(tmp_path):
     with pytest.raises(TraceError, match="nope.parquet: trace file does not exist"):
         read_trace(tmp_path / "nope.parquet")
+
+
+def test_commit_falls_back_to_environment_outside_git(tmp_path, monkeypatch):
+    from gpudissect.provenance import git_commit
+
+    monkeypatch.setenv("GPUDISSECT_GIT_COMMIT", "0123abc")
+    assert git_commit(tmp_path) == "0123abc"  # tmp_path is no git checkout

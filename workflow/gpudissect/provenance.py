@@ -19,11 +19,10 @@ REPO_ROOT = Path(__file__).resolve().parents[2]
 def git_commit(root: Path = REPO_ROOT) -> str:
     """HEAD's commit, with `-dirty` when tracked files differ from it.
 
-    Outside a git checkout (a copy of the tree sent to a GPU host, an unpacked bundle) the
-    commit comes from GPUDISSECT_GIT_COMMIT when set, else `unknown`.
+    Where git cannot tell (a copy of the tree sent to a GPU host, an unpacked bundle) the commit
+    comes from GPUDISSECT_GIT_COMMIT when set, else `unknown`.
     """
-    if not (root / ".git").exists():
-        return os.environ.get("GPUDISSECT_GIT_COMMIT", "unknown")
+    fallback = os.environ.get("GPUDISSECT_GIT_COMMIT", "unknown")
     try:
         head = subprocess.run(
             ["git", "-C", str(root), "rev-parse", "HEAD"],
@@ -40,7 +39,9 @@ def git_commit(root: Path = REPO_ROOT) -> str:
             timeout=10,
         ).stdout.strip()
     except (OSError, subprocess.SubprocessError):
-        return "unknown"
+        return fallback
+    if not head:
+        return fallback
     return f"{head}-dirty" if dirty else head
 
 
