@@ -1,6 +1,8 @@
-"""Figures of the fine-grained P-chase size sweep."""
+"""Figures of the fine-grained P-chase size sweep: one panel per carveout."""
 
 from __future__ import annotations
+
+import math
 
 import matplotlib.pyplot as plt
 import numpy as np
@@ -10,81 +12,112 @@ import seaborn as sns
 from . import set_theme
 
 
-def _series_label(carveout: int, buffer_bytes: int) -> str:
-    c = "no carveout" if carveout < 0 else f"carveout {carveout}%"
-    return f"{c}, buffer {buffer_bytes // 1024} KiB"
+def _carveout_label(carveout: int) -> str:
+    return "no carveout" if carveout < 0 else f"carveout {carveout}%"
+
+
+def _panels(n: int, *, width: float, height: float):
+    cols = min(n, 2)
+    rows = math.ceil(n / cols)
+    fig, axes = plt.subplots(
+        rows,
+        cols,
+        figsize=(width * cols, height * rows),
+        squeeze=False,
+        sharey=True,
+        layout="constrained",
+    )
+    for ax in axes.flat[n:]:
+        ax.set_visible(False)
+    return fig, axes.flat[:n]
 
 
 def plot_size_sweep(summary: pd.DataFrame, *, change_points: list[dict], title: str):
-    """Mean latency against array size, one line per series, detected change points marked.
+    """Mean latency against array size; a panel per carveout, a line per shared buffer size,
+    the detected cache size of each series marked with a dashed line.
 
     `summary`: columns carveout_pct, shared_buffer_bytes, array_bytes, mean_latency_cycles.
     `change_points`: dicts with carveout_pct, shared_buffer_bytes, size_bytes (or None).
     """
     set_theme()
-    df = summary.copy()
-    df["series"] = [
-        _series_label(c, b)
-        for c, b in zip(df["carveout_pct"], df["shared_buffer_bytes"], strict=True)
-    ]
-    df["array_kib"] = df["array_bytes"] / 1024
-    fig, ax = plt.subplots(figsize=(7, 4))
-    sns.lineplot(
-        data=df,
-        x="array_kib",
-        y="mean_latency_cycles",
-        hue="series",
-        marker="o",
-        markersize=3,
-        ax=ax,
+    df = summary.assign(
+        array_kib=summary["array_bytes"] / 1024,
+        buffer=[f"{b // 1024} KiB buffer" for b in summary["shared_buffer_bytes"]],
     )
-    palette = dict(
-        zip(df["series"].unique(), sns.color_palette(n_colors=df["series"].nunique()), strict=True)
-    )
-    for cp in change_points:
-        if cp.get("size_bytes") is None:
-            continue
-        label = _series_label(cp["carveout_pct"], cp["shared_buffer_bytes"])
-        ax.axvline(cp["size_bytes"] / 1024, ls="--", lw=1, color=palette.get(label, "k"))
-        ax.annotate(
-            f"{cp['size_bytes'] / 1024:g} KiB",
-            (cp["size_bytes"] / 1024, ax.get_ylim()[1]),
-            textcoords="offset points",
-            xytext=(3, -12),
-            fontsize=8,
+    buffers = sorted(df["buffer"].unique(), key=lambda s: int(s.split()[0]))
+    palette = dict(zip(buffers, sns.color_palette(n_colors=len(buffers)), strict=True))
+    carveouts = sorted(df["carveout_pct"].unique())
+    fig, axes = _panels(len(carveouts), width=5.2, height=3.4)
+    for ax, carveout in zip(axes, carveouts, strict=True):
+        sns.lineplot(
+            data=df[df["carveout_pct"] == carveout],
+            x="array_kib",
+            y="mean_latency_cycles",
+            hue="buffer",
+            hue_order=buffers,
+            palette=palette,
+            marker="o",
+            markersize=3,
+            ax=ax,
         )
-    ax.set(xlabel="array size (KiB)", ylabel="mean latency (cycles)", title=title)
-    fig.tight_layout()
-    return fig, ax
+        for cp in change_points:
+            if cp["carveout_pct"] != carveout or cp.get("size_bytes") is None:
+                continue
+            label = f"{cp['shared_buffer_bytes'] // 1024} KiB buffer"
+            ax.axvline(cp["size_bytes"] / 1024, ls="--", lw=1, color=palette[label])
+        marks = sorted(
+            {
+                cp["size_bytes"]
+                for cp in change_points
+                if cp["carveout_pct"] == carveout and cp.get("size_bytes") is not None
+            }
+        )
+        text = ", ".join(f"{m / 1024:g} KiB" for m in marks) or "none"
+        ax.set(
+            title=f"{_carveout_label(carveout)}; detected size: {text}",
+            xlabel="array size (KiB)",
+            ylabel="mean latency (cycles)",
+        )
+        ax.legend(title=None, fontsize=8)
+    fig.suptitle(title)
+    return fig, axes
 
 
 def plot_latency_map(data: pd.DataFrame, *, title: str, max_steps: int = 512):
-    """Per-access latency map of one series: array size (rows) x access number (columns)."""
+    """Per-access latency (colour) by array size (rows) and access number (columns): a panel
+    per carveout, at the smallest shared buffer, first repetition."""
     set_theme()
-    first = data[
-        (data["carveout_pct"] == data["carveout_pct"].iloc[0])
-        & (data["shared_buffer_bytes"] == data["shared_buffer_bytes"].iloc[0])
+    buffer_bytes = data["shared_buffer_bytes"].min()
+    sel = data[
+        (data["shared_buffer_bytes"] == buffer_bytes)
         & (data["repetition"] == 0)
         & (data["step"] < max_steps)
     ]
-    grid = first.pivot_table(
-        index="array_bytes", columns="step", values="latency_cycles", aggfunc="first"
-    )
-    fig, ax = plt.subplots(figsize=(8, 4.5))
-    vmax = float(np.nanpercentile(grid.to_numpy(), 99))
-    im = ax.imshow(
-        grid.to_numpy(),
-        aspect="auto",
-        origin="lower",
-        cmap="viridis",
-        vmin=0,
-        vmax=vmax,
-        interpolation="nearest",
-        extent=(0, grid.shape[1], 0, grid.shape[0]),
-    )
-    ticks = np.linspace(0, grid.shape[0] - 1, min(8, grid.shape[0])).astype(int)
-    ax.set_yticks(ticks + 0.5, [f"{grid.index[t] / 1024:g}" for t in ticks])
-    ax.set(xlabel="access number", ylabel="array size (KiB)", title=title)
-    fig.colorbar(im, ax=ax, label="latency (cycles)")
-    fig.tight_layout()
-    return fig, ax
+    carveouts = sorted(sel["carveout_pct"].unique())
+    vmax = float(np.percentile(sel["latency_cycles"], 99.5))
+    fig, axes = _panels(len(carveouts), width=5.2, height=3.6)
+    for ax, carveout in zip(axes, carveouts, strict=True):
+        grid = sel[sel["carveout_pct"] == carveout].pivot_table(
+            index="array_bytes", columns="step", values="latency_cycles", aggfunc="first"
+        )
+        im = ax.imshow(
+            grid.to_numpy(),
+            aspect="auto",
+            origin="lower",
+            cmap="viridis",
+            vmin=0,
+            vmax=vmax,
+            interpolation="nearest",
+            extent=(0, grid.shape[1], 0, grid.shape[0]),
+        )
+        ticks = np.linspace(0, grid.shape[0] - 1, min(6, grid.shape[0])).astype(int)
+        ax.set_yticks(ticks + 0.5, [f"{grid.index[t] / 1024:g}" for t in ticks])
+        ax.grid(False)
+        ax.set(
+            xlabel="access number",
+            ylabel="array size (KiB)",
+            title=f"{_carveout_label(carveout)}, {buffer_bytes // 1024} KiB buffer",
+        )
+    fig.colorbar(im, ax=list(axes), label="latency (cycles)", shrink=0.9)
+    fig.suptitle(title)
+    return fig, axes

@@ -67,6 +67,13 @@ def _l1_section(doc: dict[str, Any], rel) -> list[str]:
         lines.append(
             f"- At carveout {check['carveout_pct']}% the measured size {verdict} ({sizes})."
         )
+    if any(c["size_moves_with_buffer"] for c in doc.get("shared_buffer_check", [])):
+        lines.append(
+            "- The carveout is a preference: when a launch needs more shared memory (the "
+            "latency buffer plus the per-block reserve) than the preferred partition holds, the "
+            "driver selects a larger shared partition and the L1 shrinks accordingly. Compare "
+            "sizes at one buffer size across carveouts."
+        )
     lines.append("")
     return lines
 
