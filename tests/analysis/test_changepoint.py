@@ -8,6 +8,7 @@ from dataclasses import FrozenInstanceError
 
 import numpy as np
 import pytest
+
 from gpudissect.analysis.changepoint import Changepoints, Step, find_steps, first_rise
 from gpudissect.exceptions import AnalysisError
 

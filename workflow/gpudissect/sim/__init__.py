@@ -1,0 +1,11 @@
+"""The mechanistic GPU memory-hierarchy simulator (the `sim` backend's engine).
+
+Addresses go through set-index functions, replacement policies, TLBs, banks and request tables;
+latencies come out. ``load_profile`` reads a device profile (config/README.md, "Device
+profiles"); ``SimGPU`` runs loads and fine-grained P-chases on it.
+"""
+
+from .engine import SimGPU
+from .profile import DeviceProfile, load_profile, profile_sha256
+
+__all__ = ["DeviceProfile", "SimGPU", "load_profile", "profile_sha256"]

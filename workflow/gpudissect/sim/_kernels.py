@@ -1,0 +1,321 @@
+"""Numba kernels of the simulator: the hot path of every load.
+
+All set-associative structures of one simulated GPU (caches and TLB levels) live in a few flat
+arrays, so one compiled function serves every structure:
+
+- ``par[s, C_*]`` (int64): the parameters of structure ``s`` (sets, line shift, index, policy...)
+- ``sets[row]`` = (first line row, ways, tree-PLRU bits, way used last); the rows of structure
+  ``s`` start at ``par[s, C_SETOFF]``, so unequal sets are just rows with different ``ways``
+- ``lines[i]`` = (line number or -1 when invalid, policy stamp, bit mask of valid sectors)
+- ``idx`` (int64): XOR masks and set tables; ``wcum`` (float64): cumulative way weights
+- ``clk[s]``: the stamp counter of structure ``s``; ``rng`` (uint64[2]): xorshift64* states,
+  ``rng[0]`` for replacement decisions and ``rng[1]`` for timing noise, so turning noise off
+  does not change which lines are replaced; ``spare`` (float64[2]) the pending normal variate.
+
+Every function is compiled with ``_nrt=False``: none allocates, and without the runtime's
+reference counting the array arguments of inner calls cost nothing (with it, a load took
+~5x longer).
+
+The pure-Python reference models (cache.py, policies.py, indexing.py) implement the same rules;
+tests check that both give identical hit/miss sequences.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+# columns of ``par``
+C_NSETS, C_SETOFF, C_LSHIFT, C_SSHIFT = 0, 1, 2, 3
+C_IKIND, C_ISHIFT, C_IOFF, C_ILEN, C_IPERIOD = 4, 5, 6, 7, 8
+C_POLICY, C_WOFF, C_LAT, C_PREFETCH = 9, 10, 11, 12
+NCOL = 13
+# index kinds (see indexing.py) and policy codes (see policies.py)
+MODULO, MASKS, TABLE = 0, 1, 2
+LRU, FIFO, RANDOM, PLRU, WEIGHTED = 0, 1, 2, 3, 4
+HIT, MISS = 0, 1
+# columns of the scalar configuration arrays of a device
+I_DRAM, I_WINDOW, I_SWITCH, I_OUTLIER = 0, 1, 2, 3
+F_JITTER, F_OUTLIER_P = 0, 1
+
+_S12, _S25, _S27, _S11 = np.uint64(12), np.uint64(25), np.uint64(27), np.uint64(11)
+_MULT = np.uint64(0x2545F4914F6CDD1D)
+_TWO53_INV = 1.0 / 9007199254740992.0
+
+
+@njit(cache=True, _nrt=False, inline="always")
+def rng_next(rng, stream):
+    """xorshift64* step on ``rng[stream]``; returns the next 64-bit output."""
+    x = rng[stream]
+    x ^= x >> _S12
+    x ^= x << _S25
+    x ^= x >> _S27
+    rng[stream] = x
+    return x * _MULT
+
+
+@njit(cache=True, _nrt=False, inline="always")
+def rng_uniform(rng, stream):
+    """A float in [0, 1) with 53 random bits."""
+    return float(rng_next(rng, stream) >> _S11) * _TWO53_INV
+
+
+@njit(cache=True, _nrt=False, inline="always")
+def rng_normal(rng, stream, spare):
+    """A standard normal variate (Box-Muller; the second variate of a pair is kept in
+    ``spare`` = [has_spare, value] and returned by the next call)."""
+    if spare[0] != 0.0:
+        spare[0] = 0.0
+        return spare[1]
+    u1 = rng_uniform(rng, stream)
+    u2 = rng_uniform(rng, stream)
+    if u1 < 1e-300:
+        u1 = 1e-300
+    r = np.sqrt(-2.0 * np.log(u1))
+    spare[0], spare[1] = 1.0, r * np.sin(2.0 * np.pi * u2)
+    return r * np.cos(2.0 * np.pi * u2)
+
+
+@njit(cache=True, _nrt=False, inline="always")
+def noise_cycles(rng, spare, jitter_cycles, outlier_probability, outlier_cycles):
+    """Rounded Gaussian jitter plus, rarely, an outlier: the noise added to one access."""
+    extra = 0
+    if jitter_cycles > 0.0:
+        extra = np.int64(np.floor(rng_normal(rng, 1, spare) * jitter_cycles + 0.5))
+    if outlier_probability > 0.0 and rng_uniform(rng, 1) < outlier_probability:
+        extra += outlier_cycles
+    return extra
+
+
+@njit(cache=True, _nrt=False, inline="always")
+def _parity(x):
+    x ^= x >> 32
+    x ^= x >> 16
+    x ^= x >> 8
+    x ^= x >> 4
+    x ^= x >> 2
+    x ^= x >> 1
+    return x & 1
+
+
+@njit(cache=True, _nrt=False, inline="always")
+def set_of(addr, par, s, idx):
+    """Set number of byte address ``addr`` in structure ``s``."""
+    kind = par[s, C_IKIND]
+    if kind == MODULO:
+        return (addr >> par[s, C_ISHIFT]) % par[s, C_NSETS]
+    off = par[s, C_IOFF]
+    if kind == MASKS:
+        r = 0
+        for k in range(par[s, C_ILEN]):
+            r |= _parity(addr & idx[off + k]) << k
+        return r
+    return idx[off + ((addr % par[s, C_IPERIOD]) >> par[s, C_ISHIFT])]
+
+
+@njit(cache=True, _nrt=False, inline="always")
+def _plru_point_away(bits, ways, way):
+    """Tree-PLRU: turn every node on the path to ``way`` to point at the other half."""
+    node, lo, size = 1, 0, ways
+    while node < ways:
+        half = size >> 1
+        if way < lo + half:
+            bits |= np.int64(1) << node
+            node = 2 * node
+        else:
+            bits &= ~(np.int64(1) << node)
+            node = 2 * node + 1
+            lo += half
+        size = half
+    return bits
+
+
+@njit(cache=True, _nrt=False, inline="always")
+def _touch(par, s, sets, row, lines, i, way, clk, inserting):
+    """Policy update on a hit (``inserting`` False) or on filling a way (True)."""
+    pol = par[s, C_POLICY]
+    if pol == LRU or (pol == FIFO and inserting):
+        clk[s] += 1
+        lines[i, 1] = clk[s]
+    elif pol == PLRU:
+        sets[row, 2] = _plru_point_away(sets[row, 2], sets[row, 1], way)
+
+
+@njit(cache=True, _nrt=False, inline="always")
+def _victim(par, s, sets, row, lines, wcum, rng):
+    """The way to replace: the first invalid way, else the policy's choice."""
+    base, ways = sets[row, 0], sets[row, 1]
+    for w in range(ways):
+        if lines[base + w, 0] == -1:
+            return w
+    pol = par[s, C_POLICY]
+    if pol == LRU or pol == FIFO:
+        best, stamp = 0, lines[base, 1]
+        for w in range(1, ways):
+            if lines[base + w, 1] < stamp:
+                best, stamp = w, lines[base + w, 1]
+        return best
+    if pol == RANDOM:
+        return min(np.int64(rng_uniform(rng, 0) * ways), ways - 1)
+    if pol == WEIGHTED:
+        off = par[s, C_WOFF]
+        u = rng_uniform(rng, 0) * wcum[off + ways - 1]
+        for w in range(ways - 1):
+            if u < wcum[off + w]:
+                return w
+        return ways - 1
+    bits, node = sets[row, 2], 1  # PLRU: follow the pointers down the tree
+    while node < ways:
+        node = 2 * node + ((bits >> node) & 1)
+    return node - ways
+
+
+@njit(cache=True, _nrt=False, inline="always")
+def _fill(addr, par, s, sets, idx, lines, wcum, clk, rng, sector_mask, prefetch):
+    """Bring the sectors in ``sector_mask`` of ``addr``'s line in; returns HIT or MISS.
+
+    A ``prefetch`` does not count as a use of a line that is already there.
+    """
+    line = addr >> par[s, C_LSHIFT]
+    row = par[s, C_SETOFF] + set_of(addr, par, s, idx)
+    base, ways = sets[row, 0], sets[row, 1]
+    way = -1
+    w = sets[row, 3]  # search from the way used last: same result, found sooner
+    for _ in range(ways):
+        if lines[base + w, 0] == line:
+            way = w
+            break
+        w = w + 1 if w + 1 < ways else 0
+    result, inserting = MISS, way < 0
+    if inserting:
+        way = _victim(par, s, sets, row, lines, wcum, rng)
+        lines[base + way, 0] = line
+        lines[base + way, 2] = sector_mask
+    else:
+        if lines[base + way, 2] & sector_mask == sector_mask:
+            result = HIT
+        lines[base + way, 2] |= sector_mask
+    sets[row, 3] = way
+    if inserting or not prefetch:
+        _touch(par, s, sets, row, lines, base + way, way, clk, inserting)
+    return result
+
+
+@njit(cache=True, _nrt=False, inline="always")
+def lookup(addr, par, s, sets, idx, lines, wcum, clk, rng):
+    """One load of ``addr`` in structure ``s``: HIT, or MISS after filling its sector.
+
+    A miss (line or sector) also prefetches the next ``par[s, C_PREFETCH]`` whole lines.
+    (One call site of ``_fill`` keeps the inlined kernels small.)
+    """
+    lshift, sshift = par[s, C_LSHIFT], par[s, C_SSHIFT]
+    sector = (addr >> sshift) & ((np.int64(1) << (lshift - sshift)) - 1)
+    whole = (np.int64(1) << (np.int64(1) << (lshift - sshift))) - 1
+    result = HIT
+    for k in range(par[s, C_PREFETCH] + 1):
+        a = addr if k == 0 else ((addr >> lshift) + k) << lshift
+        mask = np.int64(1) << sector if k == 0 else whole
+        r = _fill(a, par, s, sets, idx, lines, wcum, clk, rng, mask, k > 0)
+        if k == 0:
+            result = r
+            if r == HIT:
+                break
+    return result
+
+
+@njit(cache=True, _nrt=False, inline="always")
+def _window_penalty(addr, state, cfg_i):
+    """Page walk: the switch penalty when ``addr`` lies outside the active page-table window
+    (``state[0]``), which then moves there (TPDS Fig. 14, P6). The first walk after a reset
+    activates its window for free."""
+    window_bytes = cfg_i[I_WINDOW]
+    if window_bytes <= 0:
+        return 0
+    window = addr // window_bytes
+    if state[0] < 0:
+        state[0] = window
+    elif window != state[0]:
+        state[0] = window
+        return cfg_i[I_SWITCH]
+    return 0
+
+
+@njit(cache=True, _nrt=False, inline="always")
+def load(addr, path, tlbs, par, sets, idx, lines, wcum, clk, rng, spare, state, cfg_i, cfg_f):
+    """Latency in cycles of one load (composition: tlb.py's docstring).
+
+    TLB levels are looked up nearest first until one hits; each level that misses adds its
+    penalty (``C_LAT``) and is filled; if all miss, the page walk may switch windows. Then the
+    caches of the path until one hits (its ``C_LAT``), else DRAM; then noise. TLB levels and
+    caches share one loop so that ``lookup`` is inlined once.
+    """
+    ntlb = tlbs.shape[0]
+    latency, penalty, translated = cfg_i[I_DRAM], 0, ntlb == 0
+    for k in range(ntlb + path.shape[0]):
+        if k < ntlb and translated:
+            continue
+        s = tlbs[k] if k < ntlb else path[k - ntlb]
+        r = lookup(addr, par, s, sets, idx, lines, wcum, clk, rng)
+        if k < ntlb:
+            if r == HIT:
+                translated = True
+            else:
+                penalty += par[s, C_LAT]
+        elif r == HIT:
+            latency = par[s, C_LAT]
+            break
+    if not translated:
+        penalty += _window_penalty(addr, state, cfg_i)
+    latency += penalty
+    latency += noise_cycles(rng, spare, cfg_f[F_JITTER], cfg_f[F_OUTLIER_P], cfg_i[I_OUTLIER])
+    return max(latency, 0)
+
+
+@njit(cache=True, _nrt=False)
+def run_sequence(
+    addrs, out, path, tlbs, par, sets, idx, lines, wcum, clk, rng, spare, state, cfg_i, cfg_f
+):
+    """Dependent loads of ``addrs`` one after another; latencies into ``out``."""
+    for t in range(addrs.shape[0]):
+        out[t] = load(
+            addrs[t], path, tlbs, par, sets, idx, lines, wcum, clk, rng, spare, state, cfg_i, cfg_f
+        )
+
+
+@njit(cache=True, _nrt=False)
+def run_chase(
+    chain,
+    element_bytes,
+    base_bytes,
+    start,
+    warmup_steps,
+    out_lat,
+    out_idx,
+    path,
+    tlbs,
+    par,
+    sets,
+    idx,
+    lines,
+    wcum,
+    clk,
+    rng,
+    spare,
+    state,
+    cfg_i,
+    cfg_f,
+):
+    """The fine-grained P-chase of Mei & Chu (TPDS Listing 3): ``j = chain[j]``, timed.
+
+    ``warmup_steps`` untimed steps, then one recorded (latency, loaded index) per step.
+    """
+    j = np.int64(start)
+    for t in range(warmup_steps + out_lat.shape[0]):
+        addr = base_bytes + j * element_bytes
+        lat = load(
+            addr, path, tlbs, par, sets, idx, lines, wcum, clk, rng, spare, state, cfg_i, cfg_f
+        )
+        j = np.int64(chain[j])
+        if t >= warmup_steps:
+            out_lat[t - warmup_steps] = lat
+            out_idx[t - warmup_steps] = j

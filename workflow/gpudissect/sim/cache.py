@@ -1,0 +1,112 @@
+"""A set-associative cache level: the data (``CacheSpec``) and a Python reference model.
+
+Rules (the numba engine implements the same ones, see ``_kernels.lookup``):
+
+- a line is ``line_bytes`` long and holds ``line_bytes / sector_bytes`` sectors; a miss fills
+  only the sector that was asked for, so a hit on the line whose sector is absent is a miss
+  (it costs the next level's latency) that fills that sector and counts as a use of the line;
+- sets may have different numbers of ways (``set_ways``); the index function picks the set;
+- on a line miss the first invalid way is filled, else the policy's victim is replaced;
+- on any miss, ``prefetch_lines`` following lines are brought in whole (without counting as a
+  use when already present).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from .indexing import IndexSpec, make_index
+from .policies import PolicySpec, make_policy
+
+
+@dataclass(frozen=True)
+class CacheSpec:
+    """One entry of the profile's ``caches:`` mapping (``name`` is its key)."""
+
+    name: str
+    size_bytes: int
+    line_bytes: int
+    set_ways: tuple[int, ...]
+    hit_latency_cycles: int
+    sector_bytes: int | None = None  # None: one sector per line
+    index: IndexSpec = field(default_factory=IndexSpec)
+    policy: PolicySpec = field(default_factory=PolicySpec)
+    prefetch_lines: int = 0
+
+    @property
+    def sets(self) -> int:
+        return len(self.set_ways)
+
+    @property
+    def lines(self) -> int:
+        return sum(self.set_ways)
+
+    @property
+    def sector(self) -> int:
+        """Sector size in bytes (``line_bytes`` when the profile gives none)."""
+        return self.sector_bytes or self.line_bytes
+
+
+@dataclass(frozen=True)
+class AccessResult:
+    """What one access did: ``hit``; ``sector_miss`` when the line was there but not the sector;
+    ``set`` and ``way`` where the line is now; ``evicted`` the line number it replaced (or None).
+    """
+
+    hit: bool
+    sector_miss: bool
+    set: int
+    way: int
+    evicted: int | None
+
+
+class Cache:
+    """Python reference model of one cache (slow; for tests and for reading the rules)."""
+
+    def __init__(self, spec: CacheSpec, *, rng=None) -> None:
+        self.spec = spec
+        self.index = make_index(spec.index, sets=spec.sets, line_bytes=spec.line_bytes)
+        self.sectors_per_line = spec.line_bytes // spec.sector
+        self.policies = [make_policy(spec.policy, ways=w, rng=rng) for w in spec.set_ways]
+        self.reset()
+
+    def reset(self) -> None:
+        """Cold cache: every way invalid, every policy forgets."""
+        self.tags = [[None] * w for w in self.spec.set_ways]
+        self.valid_sectors = [[0] * w for w in self.spec.set_ways]
+        for p in self.policies:
+            p.reset()
+
+    def _fill(self, address_bytes: int, sector_mask: int, *, use: bool) -> AccessResult:
+        line = address_bytes // self.spec.line_bytes
+        s = self.index.set_of(address_bytes)
+        tags, valid, policy = self.tags[s], self.valid_sectors[s], self.policies[s]
+        if line in tags:
+            way = tags.index(line)
+            if use:
+                policy.touch(way)
+            if valid[way] & sector_mask == sector_mask:
+                return AccessResult(True, False, s, way, None)
+            valid[way] |= sector_mask
+            return AccessResult(False, True, s, way, None)
+        way = tags.index(None) if None in tags else policy.victim()
+        evicted = tags[way]
+        tags[way], valid[way] = line, sector_mask
+        policy.insert(way)
+        return AccessResult(False, False, s, way, evicted)
+
+    def access(self, address_bytes: int) -> AccessResult:
+        """Load the sector holding ``address_bytes``; fills (and prefetches) on a miss."""
+        sector = (address_bytes % self.spec.line_bytes) // self.spec.sector
+        result = self._fill(address_bytes, 1 << sector, use=True)
+        if not result.hit:
+            full = (1 << self.sectors_per_line) - 1
+            line = address_bytes // self.spec.line_bytes
+            for k in range(1, self.spec.prefetch_lines + 1):
+                self._fill((line + k) * self.spec.line_bytes, full, use=False)
+        return result
+
+    def contains(self, address_bytes: int) -> bool:
+        """Whether the line of ``address_bytes`` is cached (any sector); changes nothing."""
+        line = address_bytes // self.spec.line_bytes
+        return line in self.tags[self.index.set_of(address_bytes)]

@@ -1,0 +1,182 @@
+"""``SimGPU``: one simulated GPU that runs loads and P-chases through its memory hierarchy.
+
+Every cache and TLB level of the profile becomes one structure in flat numpy arrays (layout in
+``_kernels``); a load walks the TLB levels and the caches of its path in compiled code. A cache
+named by several paths (e.g. Maxwell's unified L1/texture cache) is one structure, shared.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..exceptions import ProfileError
+from . import _kernels as K
+from .cache import CacheSpec
+from .indexing import make_index
+from .noise import seed_states
+from .policies import POLICY_CODES
+from .profile import LOAD_PATHS, DeviceProfile
+
+
+def _pack(specs: list[CacheSpec], latencies: list[int]) -> dict[str, np.ndarray]:
+    """Parameter and state arrays of the structures ``specs`` (structure id = list position)."""
+    par = np.zeros((len(specs), K.NCOL), dtype=np.int64)
+    set_rows, idx, wcum, line_count = [], [], [], 0
+    for s, spec in enumerate(specs):
+        compiled = make_index(spec.index, sets=spec.sets, line_bytes=spec.line_bytes).compiled()
+        lshift = spec.line_bytes.bit_length() - 1
+        par[s, K.C_NSETS] = spec.sets
+        par[s, K.C_SETOFF] = len(set_rows)
+        par[s, K.C_LSHIFT] = lshift
+        par[s, K.C_SSHIFT] = spec.sector.bit_length() - 1
+        par[s, K.C_IKIND] = compiled.kind
+        par[s, K.C_ISHIFT] = compiled.shift
+        par[s, K.C_IOFF] = len(idx)
+        par[s, K.C_ILEN] = len(compiled.data)
+        par[s, K.C_IPERIOD] = compiled.period_bytes
+        par[s, K.C_POLICY] = POLICY_CODES[spec.policy.kind]
+        par[s, K.C_WOFF] = len(wcum)
+        par[s, K.C_LAT] = latencies[s]
+        par[s, K.C_PREFETCH] = spec.prefetch_lines
+        idx.extend(int(x) for x in compiled.data)
+        wcum.extend(np.cumsum(spec.policy.weights or [1.0]).tolist())
+        for ways in spec.set_ways:
+            set_rows.append((line_count, ways, 0, 0))
+            line_count += ways
+    return {
+        "par": par,
+        "sets": np.array(set_rows, dtype=np.int64),
+        "idx": np.array(idx or [0], dtype=np.int64),
+        "wcum": np.array(wcum, dtype=np.float64),
+        "lines": np.zeros((line_count, 3), dtype=np.int64),
+        "clk": np.zeros(len(specs), dtype=np.int64),
+    }
+
+
+class SimGPU:
+    """A simulated GPU built from a ``DeviceProfile``; ``seed`` fixes replacement and noise.
+
+    State (cache and TLB contents, page-table window, random streams) persists across calls
+    until ``reset()``.
+    """
+
+    def __init__(self, profile: DeviceProfile, *, seed: int) -> None:
+        self.profile, self.seed = profile, int(seed)
+        names = list(profile.caches)
+        specs = [profile.caches[n] for n in names]
+        latencies = [c.hit_latency_cycles for c in specs]
+        tlb_levels = profile.tlbs.levels if profile.tlbs else ()
+        specs += [level.as_cache_spec() for level in tlb_levels]
+        latencies += [level.miss_penalty_cycles for level in tlb_levels]
+        self._arrays = _pack(specs, latencies)
+        self.structure_names = tuple(names) + tuple(level.name for level in tlb_levels)
+        self._paths = {
+            path: np.array([names.index(c) for c in caches], dtype=np.int64)
+            for path, caches in profile.paths.items()
+        }
+        self._tlbs = np.arange(len(names), len(specs), dtype=np.int64)
+        tlbs, noise = profile.tlbs, profile.noise
+        self._cfg_i = np.zeros(4, dtype=np.int64)
+        self._cfg_i[K.I_DRAM] = profile.dram.latency_cycles
+        self._cfg_i[K.I_WINDOW] = (tlbs.page_table_window_bytes or 0) if tlbs else 0
+        self._cfg_i[K.I_SWITCH] = tlbs.window_switch_penalty_cycles if tlbs else 0
+        self._cfg_i[K.I_OUTLIER] = noise.outlier_cycles
+        self._cfg_f = np.array([noise.jitter_cycles, noise.outlier_probability], dtype=np.float64)
+        self.reset()
+
+    @property
+    def paths(self) -> tuple[str, ...]:
+        """The load paths this GPU has."""
+        return tuple(self._paths)
+
+    def reset(self) -> None:
+        """Cold caches and TLBs, no active page-table window, random streams from the seed."""
+        a = self._arrays
+        a["lines"][:, 0] = -1
+        a["lines"][:, 1:] = 0
+        a["sets"][:, 2:] = 0
+        a["clk"][:] = 0
+        self._state = np.array([-1], dtype=np.int64)  # active page-table window
+        self._rng = seed_states(self.seed)
+        self._spare = np.zeros(2, dtype=np.float64)  # pending normal variate of the noise
+
+    def _path(self, path: str) -> np.ndarray:
+        if path not in self._paths:
+            kind = "has no" if path in LOAD_PATHS else "knows no"
+            raise ProfileError(
+                f"profile {self.profile.name!r} ({self.profile.source}) {kind} load path "
+                f"{path!r}; its paths: {', '.join(self._paths) or 'none'} (paths: "
+                f"{', '.join(LOAD_PATHS)}); skip experiments on a path the GPU lacks"
+            )
+        return self._paths[path]
+
+    def _args(self) -> tuple:
+        a = self._arrays
+        return (
+            a["par"],
+            a["sets"],
+            a["idx"],
+            a["lines"],
+            a["wcum"],
+            a["clk"],
+            self._rng,
+            self._spare,
+            self._state,
+            self._cfg_i,
+            self._cfg_f,
+        )
+
+    def load_sequence(self, path: str, addresses_bytes: np.ndarray) -> np.ndarray:
+        """Latencies (int64 cycles) of dependent loads of ``addresses_bytes`` by one thread."""
+        p = self._path(path)
+        addrs = np.ascontiguousarray(addresses_bytes, dtype=np.int64)
+        if addrs.ndim != 1:
+            raise ValueError(f"addresses_bytes must be 1-D, got shape {addrs.shape}")
+        if addrs.size and addrs.min() < 0:
+            raise ValueError("addresses_bytes must not be negative")
+        out = np.empty(addrs.shape[0], dtype=np.int64)
+        K.run_sequence(addrs, out, p, self._tlbs, *self._args())
+        return out
+
+    def chase(
+        self,
+        path: str,
+        chain: np.ndarray,
+        *,
+        element_bytes: int,
+        base_address_bytes: int,
+        start_index: int,
+        warmup_steps: int,
+        record_steps: int,
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """The fine-grained P-chase (TPDS Listing 3) on ``path``.
+
+        ``j = start_index``; ``warmup_steps`` times ``j = chain[j]`` (loads not recorded); then
+        ``record_steps`` times: load ``base_address_bytes + j * element_bytes``, ``j =
+        chain[j]``, record the load's latency and the loaded ``j``. Returns ``(latencies_cycles,
+        indices)``, both uint32 of length ``record_steps``.
+        """
+        p = self._path(path)
+        chain = np.ascontiguousarray(chain, dtype=np.uint32)
+        n = chain.shape[0]
+        if chain.ndim != 1 or n == 0:
+            raise ValueError(f"chain must be a non-empty 1-D array, got shape {chain.shape}")
+        if int(chain.max()) >= n or not 0 <= start_index < n:
+            raise ValueError(f"chain values and start_index must be indices into the chain (< {n})")
+        if element_bytes <= 0 or base_address_bytes < 0 or min(warmup_steps, record_steps) < 0:
+            raise ValueError("element_bytes must be > 0; base address and step counts >= 0")
+        lat = np.empty(record_steps, dtype=np.uint32)
+        ind = np.empty(record_steps, dtype=np.uint32)
+        K.run_chase(
+            chain,
+            np.int64(element_bytes),
+            np.int64(base_address_bytes),
+            np.int64(start_index),
+            np.int64(warmup_steps),
+            lat,
+            ind,
+            p,
+            self._tlbs,
+            *self._args(),
+        )
+        return lat, ind
