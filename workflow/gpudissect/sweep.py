@@ -59,9 +59,13 @@ def run_experiment(
             progress=_progress(f"{device.name}/{experiment}"),
         )
         clocks_after = backend.clocks()
-        kernels = {}
+        kernels, partitions = {}, None
         if backend.kind == "cuda":
             kernels = {"pchase.cubin_sha256": backend.cubin_sha256("pchase")}
+            partitions = {
+                str(c): backend.shared_partition_bytes("pchase", "pchase_ca", carveout_pct=c)
+                for c in device.carveouts
+            }
     provenance: dict[str, Any] = base_provenance(config_fragment=fragment) | {
         "experiment": experiment,
         "device": device.name,
@@ -70,6 +74,8 @@ def run_experiment(
         "clocks_before": clocks_before,
         "clocks_after": clocks_after,
         "carveouts_pct": list(device.carveouts) if backend.supports_carveout else None,
+        # per requested carveout: the dynamic shared memory the driver offers one block
+        "shared_partition_bytes_by_carveout": partitions,
         "kernels": kernels,
         "elapsed_s": round(time.time() - started, 3),
     }
