@@ -30,8 +30,8 @@ def test_good_config_gets_defaults():
     cfg = parse(GOOD, base_dir=REPO)
     d = cfg.devices[0]
     assert d.backend == "sim" and d.seed == 0
-    assert d.l1_size.path == "ca" and d.l1_size.stride_bytes == 128
-    assert d.l1_size.array_bytes.sizes()[:2] == (1024, 1280)
+    assert d.params["l1_size"].path == "ca" and d.params["l1_size"].stride_bytes == 128
+    assert d.params["l1_size"].array_bytes.sizes()[:2] == (1024, 1280)
 
 
 @pytest.mark.parametrize(
@@ -93,8 +93,9 @@ def test_per_device_overrides_merge_over_top_level():
     cfg = copy.deepcopy(GOOD)
     cfg["devices"][0]["experiments"] = {"l1_size": {"stride_bytes": 256}}
     d = parse(cfg, base_dir=REPO).devices[0]
-    assert d.l1_size.stride_bytes == 256
-    assert d.l1_size.array_bytes.start == 1024  # from the top level, not the schema default
+    assert d.params["l1_size"].stride_bytes == 256
+    # from the top level, not the schema default
+    assert d.params["l1_size"].array_bytes.start == 1024
 
 
 def test_cuda_only_keys_refused_on_sim():

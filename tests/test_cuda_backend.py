@@ -68,8 +68,10 @@ def test_device_info_has_provenance(backend):
 
 def test_shared_partition_follows_carveout(backend):
     # a larger carveout preference never offers less shared memory to one block
-    sizes = [backend.shared_partition_bytes("pchase", "pchase_ca", carveout_pct=c)
-             for c in (0, 25, 50, 100)]
+    sizes = [
+        backend.shared_partition_bytes("pchase", "pchase_ca", carveout_pct=c)
+        for c in (0, 25, 50, 100)
+    ]
     print("shared partition bytes at carveout 0/25/50/100:", sizes)
     if None in sizes:
         pytest.skip("cuda-python not installed")

@@ -90,93 +90,61 @@ def cmd_run(args: argparse.Namespace) -> int:
 
     cfg = load(args.config)
     device = cfg.device(args.device)
-    path = run_experiment(device, args.experiment, out=args.out, cubin_dir=args.cubin_dir)
+    inputs = dict(kv.split("=", 1) for kv in args.input or [])
+    path = run_experiment(
+        device, args.experiment, out=args.out, cubin_dir=args.cubin_dir, inputs=inputs
+    )
     print(f"trace written: {path}")
     return 0
 
 
 def cmd_analyze(args: argparse.Namespace) -> int:
-    from .analysis import cache_size
     from .analysis.result import write_result
-    from .experiments import REGISTRY
+    from .families import family
     from .traces import read_trace
 
-    if args.experiment != "l1_size":
-        raise GpuDissectError(f"no analysis for experiment {args.experiment!r}; allowed: l1_size")
-    trace = read_trace(args.trace, schema=REGISTRY[args.experiment].SCHEMA)
-    doc = cache_size.analyse(trace.data, provenance=trace.provenance)
+    fam = family(args.experiment)
+    trace = read_trace(args.trace, schema=fam.schema)
+    inputs = dict(kv.split("=", 1) for kv in args.input or [])
+    doc = fam.analyse(trace.data, provenance=trace.provenance, inputs=inputs)
     write_result(args.out, doc)
-    if args.table:
-        from .traces import write_trace
-
-        table = cache_size.summary_table(trace.data)
-        import pyarrow as pa
-
-        write_trace(
-            args.table,
-            table,
-            schema=pa.Schema.from_pandas(table, preserve_index=False),
-            provenance=trace.provenance | {"derived_from": str(args.trace)},
-        )
-    element = next(iter(doc["elements"]))
-    print(json.dumps(doc["elements"][element], indent=2))
+    print(json.dumps(doc.get("elements", {}), indent=2))
     return 0
 
 
 def cmd_plot(args: argparse.Namespace) -> int:
     import matplotlib.pyplot as plt
 
-    from .analysis.cache_size import summary_table
-    from .plotting.pchase import plot_latency_map, plot_size_sweep
+    from .families import family
     from .traces import read_trace
 
-    trace = read_trace(args.trace)
+    fam = family(args.experiment)
+    trace = read_trace(args.trace, schema=fam.schema)
     doc = json.loads(Path(args.analysis).read_text())
-    element = next(iter(doc["elements"]))
-    cps = [
-        {
-            "carveout_pct": -1 if s["carveout_pct"] is None else s["carveout_pct"],
-            "shared_buffer_bytes": s["shared_buffer_bytes"],
-            "size_bytes": s[element]["size_bytes"].get("value"),
-        }
-        for s in doc["series"]
-    ]
-    device = trace.provenance["device"]
-    for out, make in (
-        (
-            args.sweep_out,
-            lambda: plot_size_sweep(
-                summary_table(trace.data),
-                change_points=cps,
-                title=f"{device}: mean latency vs array size ({doc['path']} path)",
-            ),
-        ),
-        (
-            args.map_out,
-            lambda: plot_latency_map(
-                trace.data, title=f"{device}: per-access latency ({doc['path']} path)"
-            ),
-        ),
-    ):
-        fig, _ = make()
-        for path in out:
-            Path(path).parent.mkdir(parents=True, exist_ok=True)
-            fig.savefig(path, dpi=150)
+    out_dir = Path(args.out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    figures = fam.plot(trace.data, doc)
+    missing = set(fam.figures) - set(figures)
+    if missing:
+        raise GpuDissectError(f"plot of {fam.name} did not make {sorted(missing)}")
+    for stem, fig in figures.items():
+        for ext in args.formats:
+            fig.savefig(out_dir / f"{stem}.{ext}", dpi=150)
         plt.close(fig)
     return 0
 
 
 def cmd_report(args: argparse.Namespace) -> int:
+    from .families import FAMILIES
     from .report.render import DeviceResults, render_report
 
     devices = []
     for name in args.device:
-        figs = tuple(sorted(Path(args.figures, name).glob("*.png")))
-        devices.append(
-            DeviceResults(
-                name=name, l1_size_json=Path(args.analysis, name, "l1_size.json"), figures=figs
-            )
+        docs = tuple(
+            p for exp in FAMILIES if (p := Path(args.analysis, name, f"{exp}.json")).is_file()
         )
+        figs = tuple(sorted(Path(args.figures, name).glob("*.png")))
+        devices.append(DeviceResults(name=name, documents=docs, figures=figs))
     out = render_report(devices, title=args.title, out=args.out)
     print(f"report written: {out}")
     return 0
@@ -215,20 +183,32 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--experiment", default="l1_size")
     s.add_argument("--out", required=True, help="trace .parquet to write")
     s.add_argument("--cubin-dir", help="folder with compiled cubins (cuda devices)")
+    s.add_argument(
+        "--input",
+        action="append",
+        metavar="NAME=PATH",
+        help="an extra input the sweep reads (repeatable)",
+    )
     s.set_defaults(func=cmd_run)
 
     s = sub.add_parser("analyze", help="analyse a trace -> result JSON")
     s.add_argument("--experiment", default="l1_size")
     s.add_argument("--trace", required=True)
     s.add_argument("--out", required=True, help="result .json to write")
-    s.add_argument("--table", help="also write the tidy per-size summary as Parquet")
+    s.add_argument(
+        "--input",
+        action="append",
+        metavar="NAME=PATH",
+        help="an extra input the analysis reads (repeatable)",
+    )
     s.set_defaults(func=cmd_analyze)
 
-    s = sub.add_parser("plot", help="figures of a size sweep")
+    s = sub.add_parser("plot", help="the figures of one experiment's trace and result")
+    s.add_argument("--experiment", default="l1_size")
     s.add_argument("--trace", required=True)
     s.add_argument("--analysis", required=True, help="the result JSON of the trace")
-    s.add_argument("--sweep-out", nargs="+", required=True, help="latency-vs-size figure(s)")
-    s.add_argument("--map-out", nargs="+", required=True, help="latency map figure(s)")
+    s.add_argument("--out-dir", required=True, help="folder for <figure>.<format> files")
+    s.add_argument("--formats", nargs="+", default=["png", "pdf"])
     s.set_defaults(func=cmd_plot)
 
     s = sub.add_parser("report", help="render results/report/report.md")

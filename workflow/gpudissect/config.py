@@ -33,17 +33,6 @@ class SizeRange:
 
 
 @dataclass(frozen=True)
-class L1SizeSweep:
-    enabled: bool
-    path: str
-    stride_bytes: int
-    array_bytes: SizeRange
-    shared_buffer_bytes: tuple[int, ...]
-    max_record_steps: int
-    repetitions: int
-
-
-@dataclass(frozen=True)
 class DeviceEntry:
     name: str
     backend: str
@@ -53,7 +42,10 @@ class DeviceEntry:
     arch: str | None
     carveouts: tuple[int, ...]
     experiments: dict[str, Any]  # effective (merged) experiment sections, raw for hashing
-    l1_size: L1SizeSweep
+    params: dict[str, Any]  # typed parameters of each experiment (see gpudissect.families)
+
+    def enabled(self, experiment: str) -> bool:
+        return bool(self.experiments.get(experiment, {}).get("enabled", False))
 
 
 @dataclass(frozen=True)
@@ -80,8 +72,16 @@ class RunConfig:
 
 
 def load_schema(path: Path = CONFIG_SCHEMA) -> dict[str, Any]:
+    """The run-config schema, with each experiment family's fragment
+    (config/schemas/experiments/<name>.schema.yaml) added under `experiments`."""
     with open(path) as f:
-        return yaml.safe_load(f)
+        schema = yaml.safe_load(f)
+    props = schema["$defs"]["experiments"]["properties"]
+    for fragment in sorted((path.parent / "experiments").glob("*.schema.yaml")):
+        with open(fragment) as f:
+            doc = yaml.safe_load(f)
+        props[doc["experiment"]] = {**doc["schema"], "default": {}}
+    return schema
 
 
 def _key_path(parts) -> str:
@@ -163,37 +163,29 @@ def validate(raw: dict[str, Any], *, schema: dict[str, Any] | None = None) -> di
     return filled
 
 
-def _l1_size(section: dict[str, Any], where: str) -> L1SizeSweep:
-    r = section["array_bytes"]
-    sweep = L1SizeSweep(
-        enabled=section["enabled"],
-        path=section["path"],
-        stride_bytes=section["stride_bytes"],
-        array_bytes=SizeRange(r["start"], r["stop"], r["step"]),
-        shared_buffer_bytes=tuple(section["shared_buffer_bytes"]),
-        max_record_steps=section["max_record_steps"],
-        repetitions=section["repetitions"],
-    )
-    key = f"{where}.l1_size"
-    if r["stop"] < r["start"]:
+def _typed_params(merged: dict[str, Any], where: str) -> dict[str, Any]:
+    from .families import FAMILIES
+
+    return {
+        name: fam().parse_params(merged[name], f"{where}.{name}")
+        for name, fam in FAMILIES.items()
+        if name in merged
+    }
+
+
+def check_stride_and_sizes(sizes: SizeRange, stride_bytes: int, key: str) -> None:
+    """Shared checks of a size sweep: stop >= start, stride within the smallest array."""
+    if sizes.stop < sizes.start:
         raise ConfigError(
-            f"{key}.array_bytes.stop: {r['stop']} is below start {r['start']}; "
+            f"{key}.array_bytes.stop: {sizes.stop} is below start {sizes.start}; "
             "allowed: stop >= start"
         )
-    if sweep.stride_bytes > r["start"]:
+    if stride_bytes > sizes.start:
         raise ConfigError(
-            f"{key}.stride_bytes: {sweep.stride_bytes} is larger than the smallest array "
-            f"({key}.array_bytes.start = {r['start']}); allowed: a stride up to the smallest "
+            f"{key}.stride_bytes: {stride_bytes} is larger than the smallest array "
+            f"({key}.array_bytes.start = {sizes.start}); allowed: a stride up to the smallest "
             "array size"
         )
-    for b in sweep.shared_buffer_bytes:
-        if 8 * sweep.max_record_steps > b:
-            raise ConfigError(
-                f"{key}.shared_buffer_bytes: {b} cannot hold {sweep.max_record_steps} records "
-                f"(8 bytes each, {key}.max_record_steps); allowed: at least "
-                f"{8 * sweep.max_record_steps}"
-            )
-    return sweep
 
 
 def parse(raw: dict[str, Any], *, base_dir: str | os.PathLike = ".") -> RunConfig:
@@ -245,7 +237,7 @@ def parse(raw: dict[str, Any], *, base_dir: str | os.PathLike = ".") -> RunConfi
                 arch=d.get("arch"),
                 carveouts=tuple(d["carveouts"]),
                 experiments=merged,
-                l1_size=_l1_size(merged["l1_size"], exp_where),
+                params=_typed_params(merged, exp_where),
             )
         )
     b = cfg["build"]

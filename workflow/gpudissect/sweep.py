@@ -11,8 +11,7 @@ from typing import Any
 
 from .backends import open_backend
 from .config import DeviceEntry
-from .exceptions import ConfigError
-from .experiments import REGISTRY
+from .families import family
 from .provenance import base_provenance
 from .traces import write_trace
 
@@ -37,14 +36,13 @@ def run_experiment(
     *,
     out: str | os.PathLike,
     cubin_dir: str | os.PathLike | None = None,
+    inputs: dict[str, str] | None = None,
 ) -> Path:
     """Run `experiment` on `device`, write the trace to `out` atomically, return its path."""
-    if experiment not in REGISTRY:
-        raise ConfigError(f"experiment {experiment!r} is unknown; allowed: {sorted(REGISTRY)}")
-    module = REGISTRY[experiment]
-    sweep = getattr(device, experiment)
+    fam = family(experiment)
+    params = device.params[experiment]
     fragment = {
-        "device": dataclasses.asdict(device) | {"profile": str(device.profile)},
+        "device": dataclasses.asdict(device) | {"profile": str(device.profile), "params": None},
         "experiment": experiment,
         "parameters": device.experiments[experiment],
     }
@@ -52,16 +50,17 @@ def run_experiment(
     with open_backend(device, cubin_dir=cubin_dir) as backend:
         clocks_before = backend.clocks()
         info = backend.device_info()
-        data = module.run(
+        data = fam.run(
             backend,
-            sweep,
-            carveouts=device.carveouts,
+            params,
+            device=device,
+            inputs=inputs or {},
             progress=_progress(f"{device.name}/{experiment}"),
         )
         clocks_after = backend.clocks()
         kernels, partitions = {}, None
         if backend.kind == "cuda":
-            kernels = {"pchase.cubin_sha256": backend.cubin_sha256("pchase")}
+            kernels = {f"{k}.cubin_sha256": backend.cubin_sha256(k) for k in fam.kernels}
             partitions = {
                 str(c): backend.shared_partition_bytes("pchase", "pchase_ca", carveout_pct=c)
                 for c in device.carveouts
@@ -77,6 +76,7 @@ def run_experiment(
         # per requested carveout: the dynamic shared memory the driver offers one block
         "shared_partition_bytes_by_carveout": partitions,
         "kernels": kernels,
+        "inputs": inputs or {},
         "elapsed_s": round(time.time() - started, 3),
     }
-    return write_trace(out, data, schema=module.SCHEMA, provenance=provenance)
+    return write_trace(out, data, schema=fam.schema, provenance=provenance)

@@ -1,13 +1,14 @@
-rule detect_changepoints:
+rule analyze_trace:
     input:
-        trace="results/traces/{device}/l1_size.parquet",
+        unpack(analysis_inputs),
     output:
-        result="results/analysis/{device}/l1_size.json",
-        table="results/analysis/{device}/l1_size_summary.parquet",
+        result="results/analysis/{device}/{experiment}.json",
     log:
-        "logs/detect_changepoints/{device}.log",
+        "logs/analyze_trace/{device}/{experiment}.log",
     conda:
         ENV
+    params:
+        extra=extra_input_args,
     shell:
-        "python -m gpudissect analyze --experiment l1_size --trace {input.trace}"
-        " --out {output.result} --table {output.table} > {log} 2>&1"
+        "python -m gpudissect analyze --experiment {wildcards.experiment}"
+        " --trace {input.trace} --out {output.result} {params.extra} > {log} 2>&1"

@@ -8,6 +8,7 @@ sys.path.insert(0, str(Path(workflow.basedir) / "workflow"))
 from gpudissect.config import parse as parse_run_config  # noqa: E402
 from gpudissect.devices import detect_arch  # noqa: E402
 from gpudissect.exceptions import GpuDissectError  # noqa: E402
+from gpudissect.families import FAMILIES  # noqa: E402
 
 try:
     RUN = parse_run_config(config)
@@ -15,8 +16,7 @@ except GpuDissectError as exc:
     raise WorkflowError(f"gpudissect: {exc}") from None
 
 DEVICES = {d.name: d for d in RUN.devices}
-EXPERIMENTS = ["l1_size"]
-KERNELS = {"l1_size": "pchase"}
+FAMILY = {name: load() for name, load in FAMILIES.items()}
 ENV = "../../envs/gpudissect.yaml"
 CUDA_ENV = "../../envs/gpudissect-cuda.yaml"
 
@@ -35,34 +35,56 @@ def device_arch(device):
 ARCHS = {name: device_arch(d) for name, d in DEVICES.items() if d.backend == "cuda"}
 
 
-def enabled(device, experiment):
-    return getattr(DEVICES[device], experiment).enabled
+def experiments_of(device):
+    """The enabled experiments of a device, in registry order."""
+    return [name for name in FAMILY if DEVICES[device].enabled(name)]
 
 
 def sweep_inputs(wildcards):
     d = DEVICES[wildcards.device]
+    fam = FAMILY[wildcards.experiment]
+    inputs = dict(fam.sweep_inputs(d))
     if d.backend == "sim":
-        return {"profile": str(d.profile)}
-    kernel = KERNELS[wildcards.experiment]
-    return {"cubin": f"results/build/{ARCHS[d.name]}/{kernel}.cubin"}
+        inputs["profile"] = str(d.profile)
+    else:
+        for kernel in fam.kernels:
+            inputs[f"cubin_{kernel}"] = f"results/build/{ARCHS[d.name]}/{kernel}.cubin"
+    return inputs
+
+
+def analysis_inputs(wildcards):
+    d = DEVICES[wildcards.device]
+    return {
+        "trace": f"results/traces/{d.name}/{wildcards.experiment}.parquet",
+        **FAMILY[wildcards.experiment].analysis_inputs(d),
+    }
+
+
+def extra_input_args(wildcards, input):
+    """`--input name=path` for every input that is not the trace itself."""
+    return " ".join(f"--input {k}={v}" for k, v in input.items() if k != "trace")
 
 
 def gpu_count(wildcards):
     return 1 if DEVICES[wildcards.device].backend == "cuda" else 0
 
 
-def device_figures(device):
+def figure_files(device, experiment, ext="png"):
     return [
-        f"results/figures/{device}/l1_size_sweep.png",
-        f"results/figures/{device}/l1_size_sweep.pdf",
-        f"results/figures/{device}/l1_size_latency_map.png",
+        f"results/figures/{device}/{stem}.{ext}" for stem in FAMILY[experiment].figures
     ]
+
+
+def device_targets(device):
+    targets = []
+    for exp in experiments_of(device):
+        targets.append(f"results/analysis/{device}/{exp}.json")
+        targets += figure_files(device, exp) + figure_files(device, exp, "pdf")
+    return targets
 
 
 def all_targets():
     targets = ["results/report/report.md"]
     for name in DEVICES:
-        if enabled(name, "l1_size"):
-            targets.append(f"results/analysis/{name}/l1_size.json")
-            targets += device_figures(name)
+        targets += device_targets(name)
     return targets

@@ -1,26 +1,29 @@
-rule plot_size_sweep:
-    input:
-        trace="results/traces/{device}/l1_size.parquet",
-        result="results/analysis/{device}/l1_size.json",
-    output:
-        sweep_png=report(
-            "results/figures/{device}/l1_size_sweep.png",
-            caption="../report/size_sweep.rst",
-            category="Cache size",
-            subcategory="{device}",
-        ),
-        sweep_pdf="results/figures/{device}/l1_size_sweep.pdf",
-        map_png=report(
-            "results/figures/{device}/l1_size_latency_map.png",
-            caption="../report/latency_map.rst",
-            category="Cache size",
-            subcategory="{device}",
-        ),
-    log:
-        "logs/plot_size_sweep/{device}.log",
-    conda:
-        ENV
-    shell:
-        "python -m gpudissect plot --trace {input.trace} --analysis {input.result}"
-        " --sweep-out {output.sweep_png} {output.sweep_pdf} --map-out {output.map_png}"
-        " > {log} 2>&1"
+for _name, _fam in FAMILY.items():
+
+    rule:
+        name:
+            f"plot_{_name}"
+        input:
+            trace=f"results/traces/{{device}}/{_name}.parquet",
+            result=f"results/analysis/{{device}}/{_name}.json",
+        output:
+            png=[
+                report(
+                    f"results/figures/{{device}}/{stem}.png",
+                    caption="../report/figure.rst",
+                    category=_name,
+                    subcategory="{device}",
+                )
+                for stem in _fam.figures
+            ],
+            pdf=[f"results/figures/{{device}}/{stem}.pdf" for stem in _fam.figures],
+        log:
+            f"logs/plot_{_name}/{{device}}.log",
+        conda:
+            ENV
+        params:
+            experiment=_name,
+        shell:
+            "python -m gpudissect plot --experiment {params.experiment} --trace {input.trace}"
+            " --analysis {input.result} --out-dir results/figures/{wildcards.device}"
+            " > {log} 2>&1"

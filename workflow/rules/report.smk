@@ -1,7 +1,6 @@
 rule render_report:
     input:
-        results=expand("results/analysis/{device}/l1_size.json", device=list(DEVICES)),
-        figures=[f for name in DEVICES for f in device_figures(name)],
+        targets=[t for name in DEVICES for t in device_targets(name)],
     output:
         report="results/report/report.md",
     log:

@@ -8,13 +8,17 @@ from gpudissect.sweep import run_experiment
 
 sm = snakemake  # noqa: F821 - provided by Snakemake
 logging.basicConfig(
-    filename=sm.log[0], level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    filename=sm.log[0],
+    level=logging.INFO,
+    format="%(asctime)s %(levelname)s %(name)s: %(message)s",
 )
 device = parse(sm.config).device(sm.params.device)
-cubin = sm.input.get("cubin")
+cubins = [v for k, v in sm.input.items() if k.startswith("cubin_")]
+extra = {k: v for k, v in sm.input.items() if k != "profile" and not k.startswith("cubin_")}
 run_experiment(
     device,
     sm.params.experiment,
     out=sm.output.trace,
-    cubin_dir=Path(cubin).parent if cubin else None,
+    cubin_dir=Path(cubins[0]).parent if cubins else None,
+    inputs=extra,
 )

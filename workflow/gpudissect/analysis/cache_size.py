@@ -125,7 +125,9 @@ class CacheSizeEstimator:
         return SeriesResult(carveout, buffer_bytes, q, sizes, means, int(hit.x_after))
 
 
-def analyse(data: pd.DataFrame, *, provenance: dict[str, Any]) -> dict[str, Any]:
+def analyse(
+    data: pd.DataFrame, *, provenance: dict[str, Any], inputs: dict | None = None
+) -> dict[str, Any]:
     """The `l1_size` result document for one device."""
     path = str(provenance.get("config", {}).get("parameters", {}).get("path", "ca"))
     element = ELEMENT_OF_PATH.get(path, path)

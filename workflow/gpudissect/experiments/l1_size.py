@@ -14,7 +14,8 @@ import pandas as pd
 import pyarrow as pa
 
 from ..backends.base import Backend, ChaseWork
-from ..config import L1SizeSweep
+from ..config import DeviceEntry, SizeRange, check_stride_and_sizes
+from ..exceptions import ConfigError
 from ..patterns import chain_pass_steps, stride_chain
 
 log = logging.getLogger(__name__)
@@ -36,6 +37,43 @@ SCHEMA = pa.schema(
         pa.field("sm_clock_mhz", pa.float32()),
     ]
 )
+
+
+KERNELS = ("pchase",)
+
+
+@dataclass(frozen=True)
+class L1SizeSweep:
+    enabled: bool
+    path: str
+    stride_bytes: int
+    array_bytes: SizeRange
+    shared_buffer_bytes: tuple[int, ...]
+    max_record_steps: int
+    repetitions: int
+
+
+def parse_params(section: dict, key: str) -> L1SizeSweep:
+    """Typed parameters with the checks the schema cannot express."""
+    r = section["array_bytes"]
+    sweep = L1SizeSweep(
+        enabled=section["enabled"],
+        path=section["path"],
+        stride_bytes=section["stride_bytes"],
+        array_bytes=SizeRange(r["start"], r["stop"], r["step"]),
+        shared_buffer_bytes=tuple(section["shared_buffer_bytes"]),
+        max_record_steps=section["max_record_steps"],
+        repetitions=section["repetitions"],
+    )
+    check_stride_and_sizes(sweep.array_bytes, sweep.stride_bytes, key)
+    for b in sweep.shared_buffer_bytes:
+        if 8 * sweep.max_record_steps > b:
+            raise ConfigError(
+                f"{key}.shared_buffer_bytes: {b} cannot hold {sweep.max_record_steps} records "
+                f"(8 bytes each, {key}.max_record_steps); allowed: at least "
+                f"{8 * sweep.max_record_steps}"
+            )
+    return sweep
 
 
 @dataclass(frozen=True)
@@ -77,10 +115,12 @@ def run(
     backend: Backend,
     sweep: L1SizeSweep,
     *,
-    carveouts: tuple[int, ...],
+    device: DeviceEntry,
+    inputs: dict | None = None,
     progress: Callable[[int, int], None] | None = None,
 ) -> pd.DataFrame:
     """Run the sweep on `backend`; one row per recorded access."""
+    carveouts = device.carveouts
     if not backend.supports_carveout:
         carveouts = (NO_CARVEOUT,)
     points = plan(sweep, carveouts=carveouts)

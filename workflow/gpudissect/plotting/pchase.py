@@ -121,3 +121,28 @@ def plot_latency_map(data: pd.DataFrame, *, title: str, max_steps: int = 512):
     fig.colorbar(im, ax=list(axes), label="latency (cycles)", shrink=0.9)
     fig.suptitle(title)
     return fig, axes
+
+
+def plot_l1_size(data: pd.DataFrame, doc: dict) -> dict:
+    """The l1_size family's figures, by file stem."""
+    from ..analysis.cache_size import summary_table
+
+    element = next(iter(doc["elements"]))
+    cps = [
+        {
+            "carveout_pct": -1 if s["carveout_pct"] is None else s["carveout_pct"],
+            "shared_buffer_bytes": s["shared_buffer_bytes"],
+            "size_bytes": s[element]["size_bytes"].get("value"),
+        }
+        for s in doc["series"]
+    ]
+    device = doc["device"]
+    sweep, _ = plot_size_sweep(
+        summary_table(data),
+        change_points=cps,
+        title=f"{device}: mean latency vs array size ({doc['path']} path)",
+    )
+    latency_map, _ = plot_latency_map(
+        data, title=f"{device}: per-access latency ({doc['path']} path)"
+    )
+    return {"l1_size_sweep": sweep, "l1_size_latency_map": latency_map}

@@ -8,77 +8,28 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ..families import FAMILIES, family
+
 
 @dataclass(frozen=True)
 class DeviceResults:
     name: str
-    l1_size_json: Path
+    documents: tuple[Path, ...]  # result JSONs, one per experiment
     figures: tuple[Path, ...]
 
 
-def _kib(v: Any) -> str:
-    return "—" if v is None else f"{v / 1024:g} KiB ({v} B)"
-
-
-def _fmt(q: dict[str, Any] | None, unit_fmt=str) -> str:
-    if not q:
-        return "—"
-    if q.get("value") is None:
-        return f"undetermined: {q.get('undetermined', 'no reason recorded')}"
-    return unit_fmt(q["value"])
-
-
-def _l1_section(doc: dict[str, Any], rel) -> list[str]:
-    element = next(iter(doc["elements"]))
-    lines = [f"### Cache size on the `{doc['path']}` path ({element}), fine-grained P-chase", ""]
-    lines += [
-        "| carveout | shared buffer | size | hit latency | confidence | evidence |",
-        "| --- | --- | --- | --- | --- | --- |",
-    ]
-    for s in doc["series"]:
-        q = s[element]
-        size = q["size_bytes"]
-        carve = "n/a" if s["carveout_pct"] is None else f"{s['carveout_pct']}%"
-        lines.append(
-            f"| {carve} | {s['shared_buffer_bytes'] // 1024} KiB | {_fmt(size, _kib)} | "
-            f"{_fmt(q.get('hit_latency_cycles'), lambda v: f'{v:g} cycles')} | "
-            f"{size.get('confidence', '—')} | {size.get('evidence', size.get('undetermined'))} |"
-        )
-    lines.append("")
-    for s in doc["series"]:
-        size = s[element]["size_bytes"]
-        if size.get("value") is not None:
-            where = "" if s["carveout_pct"] is None else f" at carveout {s['carveout_pct']}%"
-            lines.append(
-                f"- Measured {element} size{where} (shared buffer "
-                f"{s['shared_buffer_bytes'] // 1024} KiB): **{_kib(size['value'])}**."
-            )
-    for check in doc.get("shared_buffer_check", []):
-        moved = check["size_moves_with_buffer"]
-        verdict = {
-            None: "cannot be decided (a size is undetermined)",
-            True: "moves with the shared-memory buffer size",
-            False: "does not move with the shared-memory buffer size",
-        }[moved]
-        sizes = ", ".join(
-            f"{int(k) // 1024} KiB buffer: {_kib(v)}"
-            for k, v in check["size_bytes_by_shared_buffer_bytes"].items()
-        )
-        lines.append(
-            f"- At carveout {check['carveout_pct']}% the measured size {verdict} ({sizes})."
-        )
-    if any(c["size_moves_with_buffer"] for c in doc.get("shared_buffer_check", [])):
-        lines.append(
-            "- The carveout is a preference: when a launch needs more shared memory (the "
-            "latency buffer plus the per-block reserve) than the preferred partition holds, the "
-            "driver selects a larger shared partition and the L1 shrinks accordingly. Compare "
-            "sizes at one buffer size across carveouts."
-        )
-    lines.append("")
+def _device_header(doc: dict[str, Any]) -> list[str]:
+    lines = []
+    info = doc.get("device_info", {})
+    if info:
+        keys = ("name", "backend", "compute_capability", "profile", "driver_version", "uuid")
+        facts = [f"{k}: {info[k]}" for k in keys if info.get(k) is not None]
+        lines += ["Device: " + "; ".join(facts) + ".", ""]
     return lines
 
 
 def render_report(devices: list[DeviceResults], *, title: str, out: str | os.PathLike) -> Path:
+    """One section per device and experiment (in FAMILIES order), figures after each section."""
     out = Path(out)
     out.parent.mkdir(parents=True, exist_ok=True)
 
@@ -93,33 +44,27 @@ def render_report(devices: list[DeviceResults], *, title: str, out: str | os.Pat
         "Parquet metadata and summarised per device.",
         "",
     ]
+    order = list(FAMILIES)
     for d in devices:
-        doc = json.loads(Path(d.l1_size_json).read_text())
-        info = doc.get("device_info", {})
+        docs = [json.loads(Path(p).read_text()) for p in d.documents]
+        docs.sort(
+            key=lambda doc: order.index(doc["analysis"]) if doc["analysis"] in order else len(order)
+        )
         lines += [f"## {d.name}", ""]
-        if info:
-            facts = [
-                f"{k}: {info[k]}"
-                for k in (
-                    "name",
-                    "backend",
-                    "compute_capability",
-                    "profile",
-                    "driver_version",
-                    "uuid",
-                )
-                if info.get(k) is not None
+        if docs:
+            lines += _device_header(docs[0])
+        for doc in docs:
+            trace = doc.get("trace", {})
+            fam = family(doc["analysis"])
+            figs = [p for p in d.figures if p.stem in fam.figures]
+            lines += fam.report_section(doc, [rel(p) for p in figs])
+            lines += [
+                f"Trace `{doc['analysis']}`: commit `{trace.get('git_commit')}`, config hash "
+                f"`{str(trace.get('config_hash'))[:12]}`, written {trace.get('created_utc')}.",
+                "",
             ]
-            lines += ["Device: " + "; ".join(facts) + ".", ""]
-        trace = doc.get("trace", {})
-        lines += [
-            f"Trace: commit `{trace.get('git_commit')}`, config hash "
-            f"`{str(trace.get('config_hash'))[:12]}`, written {trace.get('created_utc')}.",
-            "",
-        ]
-        lines += _l1_section(doc, rel)
-        for fig in d.figures:
-            lines += [f"![{fig.stem}]({rel(fig)})", ""]
+            for fig in figs:
+                lines += [f"![{fig.stem}]({rel(fig)})", ""]
     tmp = out.with_name(f".{out.name}.tmp{os.getpid()}")
     tmp.write_text("\n".join(lines))
     os.replace(tmp, out)

@@ -16,8 +16,8 @@ Every function is compiled with ``_nrt=False``: none allocates, and without the 
 reference counting the array arguments of inner calls cost nothing (with it, a load took
 ~5x longer).
 
-The pure-Python reference models (cache.py, policies.py, indexing.py) implement the same rules;
-tests check that both give identical hit/miss sequences.
+The pure-Python reference models (cache.py, policies.py, indexing.py, tlb.py, hierarchy.py)
+implement the same rules; tests check that both give identical hit/miss sequences and latencies.
 """
 
 from __future__ import annotations
@@ -34,6 +34,10 @@ NCOL = 13
 MODULO, MASKS, TABLE = 0, 1, 2
 LRU, FIFO, RANDOM, PLRU, WEIGHTED = 0, 1, 2, 3, 4
 HIT, MISS = 0, 1
+# columns of a path array (one row per cache of the path, nearest first) and its flag bits
+P_STRUCT, P_LAT, P_FLAGS = 0, 1, 2
+PCOL = 3
+UNTRANSLATED, MISS_ON_TLB_MISS = 1, 2
 # columns of the scalar configuration arrays of a device
 I_DRAM, I_WINDOW, I_SWITCH, I_OUTLIER = 0, 1, 2, 3
 F_JITTER, F_OUTLIER_P = 0, 1
@@ -242,30 +246,43 @@ def _window_penalty(addr, state, cfg_i):
 
 @njit(cache=True, _nrt=False, inline="always")
 def load(addr, path, tlbs, par, sets, idx, lines, wcum, clk, rng, spare, state, cfg_i, cfg_f):
-    """Latency in cycles of one load (composition: tlb.py's docstring).
+    """Latency in cycles of one load (the rules: hierarchy.py's docstring).
 
-    TLB levels are looked up nearest first until one hits; each level that misses adds its
-    penalty (``C_LAT``) and is filled; if all miss, the page walk may switch windows. Then the
-    caches of the path until one hits (its ``C_LAT``), else DRAM; then noise. TLB levels and
-    caches share one loop so that ``lookup`` is inlined once.
+    ``path[c]`` = (structure, hit latency on this path, flags) of its ``c``-th cache. The walk
+    is: the leading caches flagged UNTRANSLATED (a hit ends the load untranslated); the TLB
+    levels until one hits, each miss adding its penalty (``C_LAT``) and, when all miss, the
+    window switch; the other caches until one hits (a MISS_ON_TLB_MISS cache counts as missed
+    when the nearest TLB level missed); else DRAM; then noise. TLB levels and caches share one
+    loop so that ``lookup`` is inlined once.
     """
-    ntlb = tlbs.shape[0]
-    latency, penalty, translated = cfg_i[I_DRAM], 0, ntlb == 0
-    for k in range(ntlb + path.shape[0]):
-        if k < ntlb and translated:
-            continue
-        s = tlbs[k] if k < ntlb else path[k - ntlb]
+    ntlb, ncache = tlbs.shape[0], path.shape[0]
+    pre = 0  # caches looked up before translation
+    while pre < ncache and path[pre, P_FLAGS] & UNTRANSLATED:
+        pre += 1
+    latency, penalty, translated, nearest_missed = cfg_i[I_DRAM], 0, False, False
+    c = 0
+    for k in range(ncache + ntlb):
+        is_tlb = pre <= k < pre + ntlb
+        if is_tlb:
+            if translated:
+                continue
+            s = tlbs[k - pre]
+        else:
+            c = k if k < pre else k - ntlb
+            s = path[c, P_STRUCT]
         r = lookup(addr, par, s, sets, idx, lines, wcum, clk, rng)
-        if k < ntlb:
+        if is_tlb:
             if r == HIT:
                 translated = True
             else:
                 penalty += par[s, C_LAT]
-        elif r == HIT:
-            latency = par[s, C_LAT]
+                if k == pre:
+                    nearest_missed = True
+                if k == pre + ntlb - 1:
+                    penalty += _window_penalty(addr, state, cfg_i)
+        elif r == HIT and not (nearest_missed and path[c, P_FLAGS] & MISS_ON_TLB_MISS):
+            latency = path[c, P_LAT]
             break
-    if not translated:
-        penalty += _window_penalty(addr, state, cfg_i)
     latency += penalty
     latency += noise_cycles(rng, spare, cfg_f[F_JITTER], cfg_f[F_OUTLIER_P], cfg_i[I_OUTLIER])
     return max(latency, 0)

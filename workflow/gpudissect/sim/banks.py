@@ -16,7 +16,11 @@ The model (Mei & Chu, TPDS 2017 section 6.2, Figs. 17-19; NPC 2014 section 3.1, 
   (the broadcast / multicast of Fermi, where a row is one word). The warp needs as many passes
   as the busiest bank has distinct rows: that is the conflict *degree*.
 - Latency = ``base_latency_cycles + conflict_latency_cycles * (degree - 1)`` (Table VIII:
-  latency grows almost linearly with the number of conflicting ways).
+  latency grows almost linearly with the number of conflicting ways), or, where the profile
+  gives ``conflict_latency_table_cycles`` (Kepler: the first conflict costs 35 cycles, later
+  ways about 14), the table's latency for the degree: listed degrees exactly, degrees between
+  two listed ones (or between 1, at ``base_latency_cycles``, and the first) interpolated
+  linearly, degrees beyond the largest listed one ``conflict_latency_cycles`` per extra way.
 
 An element wider than the mode's word (an 8-byte load in 4-byte mode) covers several words and
 so several banks; its rows count like any other. For 8-byte elements with stride 1 in a 4-byte
@@ -53,8 +57,11 @@ class SharedSpec:
     base_latency_cycles: float = 0.0
     conflict_latency_cycles: float = 0.0
     peak_bytes_per_cycle_per_sm: float | None = None
+    # (degree, latency) pairs, degrees >= 2 ascending; a mapping is accepted and sorted
+    conflict_latency_table_cycles: tuple[tuple[int, float], ...] = ()
 
     def __post_init__(self) -> None:
+        object.__setattr__(self, "conflict_latency_table_cycles", self._table())
         if not self.modes_bytes:
             object.__setattr__(self, "modes_bytes", (self.bank_width_bytes,))
         object.__setattr__(self, "modes_bytes", tuple(int(m) for m in self.modes_bytes))
@@ -82,6 +89,30 @@ class SharedSpec:
                 "shared.peak_bytes_per_cycle_per_sm must be positive, got "
                 f"{self.peak_bytes_per_cycle_per_sm}; leave it out for banks * bank_width_bytes"
             )
+
+    def _table(self) -> tuple[tuple[int, float], ...]:
+        table = self.conflict_latency_table_cycles
+        pairs = table.items() if isinstance(table, dict) else table
+        out = []
+        for degree, latency in pairs:
+            if isinstance(degree, bool) or not str(degree).isdigit() or int(degree) < 2:
+                raise ProfileError(
+                    f"shared.conflict_latency_table_cycles: degree {degree!r} must be an "
+                    "integer >= 2 (degree 1, no conflict, costs base_latency_cycles)"
+                )
+            if latency < 0:
+                raise ProfileError(
+                    f"shared.conflict_latency_table_cycles: latency {latency!r} of degree "
+                    f"{degree} is negative; latencies must be >= 0 cycles"
+                )
+            out.append((int(degree), float(latency)))
+        degrees = [d for d, _ in out]
+        if len(set(degrees)) != len(degrees):
+            raise ProfileError(
+                f"shared.conflict_latency_table_cycles: degrees {sorted(degrees)} repeat; "
+                "give each degree once"
+            )
+        return tuple(sorted(out))
 
     @property
     def physical_width_bytes(self) -> int:
@@ -146,9 +177,16 @@ def conflict_degree(
 
 
 def access_latency_cycles(spec: SharedSpec, degree: int) -> int:
-    """Latency of one warp access with the given conflict degree (Table VIII's linear law)."""
+    """Latency of one warp access with the given conflict degree: Table VIII's linear law, or
+    the profile's per-degree table (module docstring)."""
     passes = max(int(degree), 1)
-    return int(round(spec.base_latency_cycles + spec.conflict_latency_cycles * (passes - 1)))
+    lo_degree, lo_latency = 1, float(spec.base_latency_cycles)
+    for d, latency in spec.conflict_latency_table_cycles:
+        if passes <= d:
+            fraction = (passes - lo_degree) / (d - lo_degree)
+            return int(round(lo_latency + fraction * (latency - lo_latency)))
+        lo_degree, lo_latency = d, latency
+    return int(round(lo_latency + spec.conflict_latency_cycles * (passes - lo_degree)))
 
 
 def warp_access(

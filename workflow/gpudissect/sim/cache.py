@@ -9,6 +9,9 @@ Rules (the numba engine implements the same ones, see ``_kernels.lookup``):
 - on a line miss the first invalid way is filled, else the policy's victim is replaced;
 - on any miss, ``prefetch_lines`` following lines are brought in whole (without counting as a
   use when already present).
+
+How a cache takes part in a whole load (address translation, the latency it returns on each
+path) is data of the spec too; the rules are in ``hierarchy.py``.
 """
 
 from __future__ import annotations
@@ -32,6 +35,14 @@ class CacheSpec:
     index: IndexSpec = field(default_factory=IndexSpec)
     policy: PolicySpec = field(default_factory=PolicySpec)
     prefetch_lines: int = 0
+    # a hit needs no address translation (virtually addressed; TPDS 5.2(2), Maxwell L1)
+    translated: bool = True
+    # a miss of the nearest TLB level turns a hit here into a miss (Fermi L1, NPC Table 3)
+    miss_on_tlb_miss: bool = False
+    # hit latency through particular load paths, (path, cycles) pairs; others: hit_latency
+    path_latency_cycles: tuple[tuple[str, int], ...] = ()
+    # physical copies of this cache in one SM (Thesis Sec. 4.6); one is simulated
+    instances_per_sm: int = 1
 
     @property
     def sets(self) -> int:
@@ -45,6 +56,10 @@ class CacheSpec:
     def sector(self) -> int:
         """Sector size in bytes (``line_bytes`` when the profile gives none)."""
         return self.sector_bytes or self.line_bytes
+
+    def hit_latency_on(self, path: str) -> int:
+        """Latency of a hit here for a load on ``path``."""
+        return dict(self.path_latency_cycles).get(path, self.hit_latency_cycles)
 
 
 @dataclass(frozen=True)

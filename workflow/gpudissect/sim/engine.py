@@ -1,8 +1,9 @@
 """``SimGPU``: one simulated GPU that runs loads and P-chases through its memory hierarchy.
 
 Every cache and TLB level of the profile becomes one structure in flat numpy arrays (layout in
-``_kernels``); a load walks the TLB levels and the caches of its path in compiled code. A cache
-named by several paths (e.g. Maxwell's unified L1/texture cache) is one structure, shared.
+``_kernels``); a load walks the TLB levels and the caches of its path in compiled code, by the
+rules of ``hierarchy.py``. A cache named by several paths (e.g. Maxwell's unified L1/texture
+cache) is one structure, shared; its hit latency may differ per path.
 """
 
 from __future__ import annotations
@@ -70,10 +71,7 @@ class SimGPU:
         latencies += [level.miss_penalty_cycles for level in tlb_levels]
         self._arrays = _pack(specs, latencies)
         self.structure_names = tuple(names) + tuple(level.name for level in tlb_levels)
-        self._paths = {
-            path: np.array([names.index(c) for c in caches], dtype=np.int64)
-            for path, caches in profile.paths.items()
-        }
+        self._paths = {path: self._path_array(path) for path in profile.paths}
         self._tlbs = np.arange(len(names), len(specs), dtype=np.int64)
         tlbs, noise = profile.tlbs, profile.noise
         self._cfg_i = np.zeros(4, dtype=np.int64)
@@ -83,6 +81,18 @@ class SimGPU:
         self._cfg_i[K.I_OUTLIER] = noise.outlier_cycles
         self._cfg_f = np.array([noise.jitter_cycles, noise.outlier_probability], dtype=np.float64)
         self.reset()
+
+    def _path_array(self, path: str) -> np.ndarray:
+        """Rows (structure id, hit latency on ``path``, flags) of the caches of ``path``."""
+        names = list(self.profile.caches)
+        rows = np.zeros((len(self.profile.paths[path]), K.PCOL), dtype=np.int64)
+        for c, spec in enumerate(self.profile.path_caches(path)):
+            rows[c, K.P_STRUCT] = names.index(spec.name)
+            rows[c, K.P_LAT] = spec.hit_latency_on(path)
+            rows[c, K.P_FLAGS] = (0 if spec.translated else K.UNTRANSLATED) | (
+                K.MISS_ON_TLB_MISS if spec.miss_on_tlb_miss else 0
+            )
+        return rows
 
     @property
     def paths(self) -> tuple[str, ...]:

@@ -251,6 +251,12 @@ class _Checker:
         if size % line:
             self.fail(f"{where}.size_bytes", f"{size} is not a multiple of line_bytes {line}")
         ways = self.set_ways(d, where, units=size // line, unit_bytes=line, size_key="size_bytes")
+        if not d.get("translated", True) and d.get("miss_on_tlb_miss", False):
+            self.fail(
+                f"{where}.miss_on_tlb_miss",
+                "a cache with translated: false is looked up before any TLB, so a TLB miss "
+                "cannot cancel its hits; drop one of the two",
+            )
         return CacheSpec(
             name=name,
             size_bytes=size,
@@ -261,6 +267,10 @@ class _Checker:
             index=self.index(d.get("index"), f"{where}.index", sets=len(ways), line_bytes=line),
             policy=self.policy(d.get("policy"), f"{where}.policy", set_ways=ways),
             prefetch_lines=d.get("prefetch_lines", 0),
+            translated=d.get("translated", True),
+            miss_on_tlb_miss=d.get("miss_on_tlb_miss", False),
+            path_latency_cycles=tuple(d.get("path_latency_cycles", {}).items()),
+            instances_per_sm=d.get("instances_per_sm", 1),
         )
 
     def tlb_level(self, i: int, d: dict) -> TlbLevelSpec:
@@ -309,6 +319,15 @@ class _Checker:
             if len(set(names)) != len(names):
                 self.fail(f"paths.{path}", f"{list(names)} passes a cache twice")
             out[path] = names
+        for name, spec in caches.items():
+            for path, _ in spec.path_latency_cycles:
+                if name not in out.get(path, ()):
+                    on = [p for p, names in out.items() if name in names]
+                    self.fail(
+                        f"caches.{name}.path_latency_cycles.{path}",
+                        f"path {path} does not pass cache {name!r}; paths through it: "
+                        f"{', '.join(on) or 'none'}",
+                    )
         return out
 
     def block(self, cls, d: dict | None, where: str):

@@ -1,17 +1,18 @@
 """TLB levels and the page-table window: what address translation adds to a load.
 
-Latency composition (TPDS section 5.2, Fig. 14; NPC 2014 Table 3). Each load is translated
-before its data is looked up; its latency is
+Latency composition (TPDS section 5.2, Fig. 14; NPC 2014 Table 3; the full rules, with the
+caches that skip translation or lose their hits on a TLB miss, are in hierarchy.py). A load that
+is translated adds
 
-    data latency (first cache on the path that hits, else DRAM)
-    + miss_penalty_cycles of every TLB level that missed (nearest first; a hit stops the walk)
+    miss_penalty_cycles of every TLB level that missed (nearest first; a hit stops the walk)
     + window_switch_penalty_cycles when every level missed and the page lies outside the
       active page-table window (which then moves to that page's window)
 
-so the paper's patterns come out as P1 = hit, P2 = hit + L1-TLB penalty, P3 = hit + both
-penalties, P4 = DRAM, P5 = DRAM + both penalties, P6 = P5 + switch. Only Kepler and Maxwell
-show P6: "only memory page entries of 512 MB are activated" at kernel launch (TPDS 5.2); here
-the first page walk after a reset activates its window for free.
+to its data latency (first cache on the path that hits, else DRAM), so the paper's patterns
+come out as P1 = hit, P2 = hit + L1-TLB penalty, P3 = hit + both penalties, P4 = DRAM, P5 =
+DRAM + both penalties, P6 = P5 + switch. Only Kepler and Maxwell show P6: "only memory page
+entries of 512 MB are activated" at kernel launch (TPDS 5.2); here the first page walk after a
+reset activates its window for free.
 
 A TLB level is a set-associative cache of pages: ``line_bytes`` = ``page_bytes``, no sectors,
 the same index functions (on byte addresses: bit 21 is the lowest page-number bit of 2 MB

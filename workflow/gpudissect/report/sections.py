@@ -1,0 +1,68 @@
+"""Report sections, one function per experiment family: (result document, figure paths
+relative to the report) -> Markdown lines. Numbers come from the document only."""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+def _kib(v: Any) -> str:
+    return "—" if v is None else f"{v / 1024:g} KiB ({v} B)"
+
+
+def _fmt(q: dict[str, Any] | None, unit_fmt=str) -> str:
+    if not q:
+        return "—"
+    if q.get("value") is None:
+        return f"undetermined: {q.get('undetermined', 'no reason recorded')}"
+    return unit_fmt(q["value"])
+
+
+def l1_size_section(doc: dict[str, Any], figures: list[str]) -> list[str]:
+    element = next(iter(doc["elements"]))
+    lines = [f"### Cache size on the `{doc['path']}` path ({element}), fine-grained P-chase", ""]
+    lines += [
+        "| carveout | shared buffer | size | hit latency | confidence | evidence |",
+        "| --- | --- | --- | --- | --- | --- |",
+    ]
+    for s in doc["series"]:
+        q = s[element]
+        size = q["size_bytes"]
+        carve = "n/a" if s["carveout_pct"] is None else f"{s['carveout_pct']}%"
+        lines.append(
+            f"| {carve} | {s['shared_buffer_bytes'] // 1024} KiB | {_fmt(size, _kib)} | "
+            f"{_fmt(q.get('hit_latency_cycles'), lambda v: f'{v:g} cycles')} | "
+            f"{size.get('confidence', '—')} | {size.get('evidence', size.get('undetermined'))} |"
+        )
+    lines.append("")
+    for s in doc["series"]:
+        size = s[element]["size_bytes"]
+        if size.get("value") is not None:
+            where = "" if s["carveout_pct"] is None else f" at carveout {s['carveout_pct']}%"
+            lines.append(
+                f"- Measured {element} size{where} (shared buffer "
+                f"{s['shared_buffer_bytes'] // 1024} KiB): **{_kib(size['value'])}**."
+            )
+    for check in doc.get("shared_buffer_check", []):
+        moved = check["size_moves_with_buffer"]
+        verdict = {
+            None: "cannot be decided (a size is undetermined)",
+            True: "moves with the shared-memory buffer size",
+            False: "does not move with the shared-memory buffer size",
+        }[moved]
+        sizes = ", ".join(
+            f"{int(k) // 1024} KiB buffer: {_kib(v)}"
+            for k, v in check["size_bytes_by_shared_buffer_bytes"].items()
+        )
+        lines.append(
+            f"- At carveout {check['carveout_pct']}% the measured size {verdict} ({sizes})."
+        )
+    if any(c["size_moves_with_buffer"] for c in doc.get("shared_buffer_check", [])):
+        lines.append(
+            "- The carveout is a preference: when a launch needs more shared memory (the "
+            "latency buffer plus the per-block reserve) than the preferred partition holds, the "
+            "driver selects a larger shared partition and the L1 shrinks accordingly. Compare "
+            "sizes at one buffer size across carveouts."
+        )
+    lines.append("")
+    return lines

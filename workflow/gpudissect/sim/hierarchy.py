@@ -1,0 +1,78 @@
+"""One load through the whole hierarchy: the composition rules and their Python reference model.
+
+A load on a path walks the caches of that path (nearest first) and the TLB levels; its latency is
+
+    hit latency of the first cache that hits, on this path (``path_latency_cycles``, else
+    ``hit_latency_cycles``), else DRAM
+    + the miss penalty of every TLB level that missed (nearest first; a hit stops the walk)
+    + the window switch penalty when every level missed and the page lies outside the active
+      page-table window (tlb.py)
+    + noise.
+
+The order of the walk (it matters for the replacement state and the random streams):
+
+1. The caches before the first *translated* cache of the path (``translated: false``: a hit
+   there needs no translation - the Maxwell unified L1, TPDS Sec. 5.2(2)). A hit ends the load:
+   no TLB is looked up and no penalty is paid.
+2. Translation: the TLB levels, nearest first, until one hits (every load that gets here is
+   translated, including one that goes on to DRAM).
+3. The remaining caches. A cache with ``miss_on_tlb_miss: true`` misses whenever the nearest TLB
+   level missed in step 2, even if it holds the line: it is looked up and filled as on a miss,
+   and the next level serves the load (Fermi L1: an L1-TLB miss costs an L1-cached load as much
+   as an L2-cached one, NPC Table 3 patterns 2-3 with L1 enabled, 404/488 against 398/482
+   with L1 disabled; TPDS Sec. 5.2(3)).
+
+``MemoryHierarchy`` below implements these rules on the reference models of cache.py and
+tlb.py; the numba engine (``_kernels.load``) implements the same ones, and tests check that
+both give the same latencies, load for load, for the same seed.
+"""
+
+from __future__ import annotations
+
+from .cache import Cache
+from .noise import Noise, Rng
+from .profile import DeviceProfile
+from .tlb import Tlb
+
+
+class MemoryHierarchy:
+    """Python reference model of a simulated GPU's loads (slow; for tests and for reading)."""
+
+    def __init__(self, profile: DeviceProfile, *, seed: int) -> None:
+        self.profile = profile
+        self.rng = Rng(seed=seed)  # one replacement stream for every structure, as the engine
+        self.caches = {name: Cache(spec, rng=self.rng) for name, spec in profile.caches.items()}
+        self.tlb = Tlb(profile.tlbs, rng=self.rng) if profile.tlbs else None
+        self.noise = Noise(profile.noise, seed=seed)
+
+    def reset(self) -> None:
+        """Cold caches and TLBs, no active window, random streams from the seed."""
+        for cache in self.caches.values():
+            cache.reset()
+        if self.tlb is not None:
+            self.tlb.reset()
+        self.rng.reset()
+        self.noise.reset()
+
+    def load(self, path: str, address_bytes: int) -> int:
+        """Latency in cycles of one load of ``address_bytes`` on ``path``."""
+        specs = self.profile.path_caches(path)
+        latency = self.profile.dram.latency_cycles
+        penalty, nearest_tlb_missed, translated = 0, False, self.tlb is None
+        for spec in specs:
+            if not translated and spec.translated:
+                penalty, nearest_tlb_missed = self._translate(address_bytes)
+                translated = True
+            hit = self.caches[spec.name].access(address_bytes).hit
+            if hit and not (spec.miss_on_tlb_miss and nearest_tlb_missed):
+                latency = spec.hit_latency_on(path)
+                break
+        else:
+            if not translated:  # every cache missed before translation: DRAM needs it
+                penalty, _ = self._translate(address_bytes)
+        return max(latency + penalty + self.noise.draw(), 0)
+
+    def _translate(self, address_bytes: int) -> tuple[int, bool]:
+        """(penalty cycles, whether the nearest TLB level missed)."""
+        t = self.tlb.translate(address_bytes)
+        return t.penalty_cycles, t.hit_level != self.profile.tlbs.levels[0].name
