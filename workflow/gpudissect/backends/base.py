@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -43,10 +44,38 @@ class ChaseResult:
     sm_clock_mhz: float  # SM clock while it ran (NVML on a GPU; the profile's on the simulator)
 
 
+# (backend kind, work type) -> handler(backend, work, **kwargs). Experiment families register
+# handlers for their own work types with @handles; the family module imports its handler modules,
+# so a family's work can run as soon as the family is loaded.
+_HANDLERS: dict[tuple[str, type], Callable[..., Any]] = {}
+
+
+def handles(kind: str, work_type: type) -> Callable:
+    """Register `fn(backend, work, **kwargs)` as the way backend `kind` runs `work_type`."""
+
+    def register(fn: Callable[..., Any]) -> Callable[..., Any]:
+        _HANDLERS[(kind, work_type)] = fn
+        return fn
+
+    return register
+
+
 class Backend(ABC):
     """Runs experiment work on one device. Use as a context manager."""
 
     kind: str
+
+    def run(self, work: Any, **kwargs: Any) -> Any:
+        """Run any registered work type (see `handles`)."""
+        fn = _HANDLERS.get((self.kind, type(work)))
+        if fn is None:
+            from ..exceptions import DeviceUnavailable
+
+            raise DeviceUnavailable(
+                f"the {self.kind} backend has no handler for {type(work).__name__}; "
+                f"registered: {sorted(w.__name__ for k, w in _HANDLERS if k == self.kind)}"
+            )
+        return fn(self, work, **kwargs)
 
     @abstractmethod
     def device_info(self) -> dict[str, Any]:
