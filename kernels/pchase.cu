@@ -63,3 +63,76 @@ DEFINE_LOAD(load_nc, "ld.global.nc.u32")
 DEFINE_PCHASE(ca)
 DEFINE_PCHASE(cg)
 DEFINE_PCHASE(nc)
+
+// Texture path: the chain read through a texture object (tex1Dfetch on a linear resource), the
+// texture/read-only cache path of TPDS Sec. 4.3. Same protocol as above.
+extern "C" __global__ void pchase_tex(unsigned long long tex, unsigned int start_index,
+                                      unsigned int warmup_steps, unsigned int record_steps,
+                                      unsigned int *__restrict__ latency_cycles,
+                                      unsigned int *__restrict__ indices)
+{
+    extern __shared__ unsigned int s_buffer[];
+    unsigned int *s_latency = s_buffer;
+    unsigned int *s_index = s_buffer + record_steps;
+    cudaTextureObject_t t = (cudaTextureObject_t)tex;
+    unsigned int j = start_index;
+    for (unsigned int k = 0; k < warmup_steps; ++k)
+        j = tex1Dfetch<unsigned int>(t, j);
+    for (unsigned int k = 0; k < record_steps; ++k) {
+        unsigned int t0 = clock32();
+        j = tex1Dfetch<unsigned int>(t, j);
+        s_index[k] = j;
+        unsigned int t1 = clock32();
+        s_latency[k] = t1 - t0;
+    }
+    for (unsigned int k = 0; k < record_steps; ++k) {
+        latency_cycles[k] = s_latency[k];
+        indices[k] = s_index[k];
+    }
+}
+
+// Constant path: the chain in constant memory (at most 64 KiB), read with ld.const through the
+// constant caches (Größler's thesis Sec. 5: constant L1 and L1.5).
+__constant__ unsigned int c_chain[16384];
+
+__device__ __forceinline__ unsigned int load_const(unsigned int j)
+{
+    unsigned int v;
+    asm volatile("ld.const.u32 %0, [%1];" : "=r"(v) : "l"(c_chain + j) : "memory");
+    return v;
+}
+
+extern "C" __global__ void pchase_const(unsigned int start_index, unsigned int warmup_steps,
+                                        unsigned int record_steps,
+                                        unsigned int *__restrict__ latency_cycles,
+                                        unsigned int *__restrict__ indices)
+{
+    extern __shared__ unsigned int s_buffer[];
+    unsigned int *s_latency = s_buffer;
+    unsigned int *s_index = s_buffer + record_steps;
+    unsigned int j = start_index;
+    for (unsigned int k = 0; k < warmup_steps; ++k)
+        j = load_const(j);
+    for (unsigned int k = 0; k < record_steps; ++k) {
+        unsigned int t0 = clock32();
+        j = load_const(j);
+        s_index[k] = j;
+        unsigned int t1 = clock32();
+        s_latency[k] = t1 - t0;
+    }
+    for (unsigned int k = 0; k < record_steps; ++k) {
+        latency_cycles[k] = s_latency[k];
+        indices[k] = s_index[k];
+    }
+}
+
+// Sparse chains (arrays of hundreds of MB where only a few elements are visited): write
+// values[i] at element positions[i] of the chain array.
+extern "C" __global__ void scatter_u32(unsigned int *__restrict__ array,
+                                       const unsigned long long *__restrict__ positions,
+                                       const unsigned int *__restrict__ values, unsigned int n)
+{
+    unsigned int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n)
+        array[positions[i]] = values[i];
+}

@@ -34,7 +34,7 @@ def _work(path, array_bytes, stride_bytes, buffer_bytes=16384, record=None):
     )
 
 
-@pytest.mark.parametrize("path", ["ca", "cg", "nc"])
+@pytest.mark.parametrize("path", ["ca", "cg", "nc", "tex", "const"])
 def test_chase_returns_the_chain_walk(backend, path):
     # 8 KiB array, stride 128 B = 32 elements: the walk from 0 visits 32, 64, ..., 2016, 0, ...
     work = _work(path, 8192, 128, record=100)
@@ -76,3 +76,16 @@ def test_shared_partition_follows_carveout(backend):
     if None in sizes:
         pytest.skip("cuda-python not installed")
     assert sizes == sorted(sizes) and sizes[-1] > sizes[0]
+
+
+def test_sparse_chain_walks_like_the_dense_one(backend):
+    # 64 MiB array, every 2 MiB: only 32 elements hold values; the walk must visit them in order
+    n = (64 << 20) // 4
+    step = (2 << 20) // 4
+    pos = np.arange(0, n, step, dtype=np.int64)
+    nxt = ((pos + step) % n).astype(np.uint32)
+    work = ChaseWork(path="cg", chain=None, start_index=0, warmup_steps=32, record_steps=64,
+                     shared_buffer_bytes=16384, array_elements=n, sparse_positions=pos,
+                     sparse_next=nxt)
+    result = backend.run_chase(work, carveout_pct=100)
+    assert result.indices.tolist() == work.walk(32 + 65)[33:].tolist()

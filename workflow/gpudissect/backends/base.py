@@ -14,27 +14,73 @@ import numpy as np
 class ChaseWork:
     """One launch of the fine-grained P-chase: exactly what runs, on either backend.
 
-    One thread of one block walks `j = chain[j]` from `start_index`: `warmup_steps` untimed
-    loads, then `record_steps` timed ones, through load path `path`. The launch has
+    One thread of one block walks `j = A[j]` from `start_index`: `warmup_steps` untimed loads,
+    then `record_steps` timed ones, through load path `path`. The launch has
     `shared_buffer_bytes` of dynamic shared memory (holds the records).
+
+    The array A is either dense (`chain`, uint32, A itself) or sparse, for arrays of hundreds of
+    MB of which the walk visits few elements: `array_elements` elements of which only
+    `sparse_positions[i]` (int64) hold a value, `sparse_next[i]` (uint32); the rest is never read.
     """
 
     path: str
-    chain: np.ndarray  # uint32 element indices (the device array's contents)
+    chain: np.ndarray | None  # uint32 element indices (the device array's contents)
     start_index: int
     warmup_steps: int
     record_steps: int
     shared_buffer_bytes: int
     element_bytes: int = 4
+    array_elements: int | None = None
+    sparse_positions: np.ndarray | None = None
+    sparse_next: np.ndarray | None = None
 
     def __post_init__(self) -> None:
-        if self.chain.dtype != np.uint32:
-            raise TypeError(f"chain must be uint32, got {self.chain.dtype}")
+        if self.chain is not None:
+            if self.chain.dtype != np.uint32:
+                raise TypeError(f"chain must be uint32, got {self.chain.dtype}")
+            if self.sparse_positions is not None:
+                raise ValueError("give either a dense chain or sparse positions, not both")
+        else:
+            if self.sparse_positions is None or self.sparse_next is None:
+                raise ValueError("a chase needs a dense chain or sparse positions and next")
+            if self.sparse_next.dtype != np.uint32 or len(self.sparse_next) != len(
+                self.sparse_positions
+            ):
+                raise TypeError("sparse_next must be uint32, one per sparse position")
+            if not self.array_elements or int(self.sparse_positions.max()) >= self.array_elements:
+                raise ValueError("array_elements must cover every sparse position")
         if 8 * self.record_steps > self.shared_buffer_bytes:
             raise ValueError(
                 f"shared_buffer_bytes {self.shared_buffer_bytes} cannot hold "
                 f"{self.record_steps} records of 8 bytes"
             )
+
+    @property
+    def elements(self) -> int:
+        """Elements of the array A (its bytes: elements * element_bytes)."""
+        return len(self.chain) if self.chain is not None else int(self.array_elements)
+
+    def walk(self, steps: int) -> np.ndarray:
+        """Element positions of the first `steps` loads (what the kernel reads, in order)."""
+        out = np.empty(steps, dtype=np.int64)
+        if self.chain is not None:
+            nxt = self.chain
+            j = self.start_index
+            for k in range(steps):
+                out[k] = j
+                j = int(nxt[j])
+            return out
+        order = np.argsort(self.sparse_positions)
+        pos = self.sparse_positions[order]
+        nxt = self.sparse_next[order].astype(np.int64)
+        j = self.start_index
+        for k in range(steps):
+            out[k] = j
+            i = int(np.searchsorted(pos, j))
+            if i >= len(pos) or pos[i] != j:
+                raise ValueError(f"the sparse chain reaches element {j}, which holds no value")
+            j = int(nxt[i])
+        return out
 
 
 @dataclass(frozen=True)

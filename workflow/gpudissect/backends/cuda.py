@@ -226,34 +226,86 @@ class CudaBackend(Backend):
         return self._buffer
 
     # --- work ---------------------------------------------------------------------------
+    def _upload_chain(self, work: ChaseWork):
+        """The chase array on the device: copied when dense, scattered when sparse."""
+        drv = self.drv
+        buf = self._device_buffer(work.elements * work.element_bytes)
+        if work.chain is not None:
+            drv.memcpy_htod(buf, work.chain)
+            return buf
+        scatter = self.function("pchase", "scatter_u32", "PPPI")
+        pos = drv.to_device(np.ascontiguousarray(work.sparse_positions, dtype=np.uint64))
+        val = drv.to_device(np.ascontiguousarray(work.sparse_next, dtype=np.uint32))
+        n = len(work.sparse_next)
+        try:
+            scatter.prepared_call(((n + 255) // 256, 1), (256, 1, 1), buf, pos, val, np.uint32(n))
+            self.context.synchronize()
+        finally:
+            pos.free()
+            val.free()
+        return buf
+
+    def _texture_object(self, buf, nbytes: int) -> int:
+        """A texture object over a linear uint32 buffer (cuda-python; pycuda has none)."""
+        try:
+            from cuda.bindings import driver as cu
+        except ImportError as exc:
+            raise DeviceUnavailable(
+                "the tex path needs cuda-python for texture objects: pip install -e .[cuda]"
+            ) from exc
+        res = cu.CUDA_RESOURCE_DESC()
+        res.resType = cu.CUresourcetype.CU_RESOURCE_TYPE_LINEAR
+        res.res.linear.devPtr = int(buf)
+        res.res.linear.format = cu.CUarray_format.CU_AD_FORMAT_UNSIGNED_INT32
+        res.res.linear.numChannels = 1
+        res.res.linear.sizeInBytes = nbytes
+        desc = cu.CUDA_TEXTURE_DESC()
+        desc.flags = cu.CU_TRSF_READ_AS_INTEGER
+        err, tex = cu.cuTexObjectCreate(res, desc, None)
+        if err != cu.CUresult.CUDA_SUCCESS:
+            raise DeviceUnavailable(f"cuTexObjectCreate failed: {err}")
+        return tex
+
     def run_chase(self, work: ChaseWork, *, carveout_pct: int | None, seed: int = 0) -> ChaseResult:
         drv = self.drv
-        fn = self.function("pchase", CHASE_KERNELS[work.path], "PIIIPP")
-        self._set_shared(fn, dynamic_bytes=work.shared_buffer_bytes, carveout_pct=carveout_pct)
-        chain = self._device_buffer(work.chain.nbytes)
-        drv.memcpy_htod(chain, work.chain)
         latency = np.zeros(work.record_steps, dtype=np.uint32)
         indices = np.zeros(work.record_steps, dtype=np.uint32)
         d_lat = drv.mem_alloc(max(latency.nbytes, 4))
         d_idx = drv.mem_alloc(max(indices.nbytes, 4))
+        steps = (
+            np.uint32(work.start_index),
+            np.uint32(work.warmup_steps),
+            np.uint32(work.record_steps),
+        )
+        tex = None
         try:
-            fn.prepared_call(
-                (1, 1),
-                (1, 1, 1),
-                chain,
-                np.uint32(work.start_index),
-                np.uint32(work.warmup_steps),
-                np.uint32(work.record_steps),
-                d_lat,
-                d_idx,
-                shared_size=work.shared_buffer_bytes,
-            )
+            if work.path == "const":
+                if work.chain is None or work.chain.nbytes > 65536:
+                    raise DeviceUnavailable("the const path takes a dense chain of <= 64 KiB")
+                fn = self.function("pchase", "pchase_const", "IIIPP")
+                ptr, _ = self._modules["pchase"].get_global("c_chain")
+                drv.memcpy_htod(ptr, work.chain)
+                args = (*steps, d_lat, d_idx)
+            elif work.path == "tex":
+                fn = self.function("pchase", "pchase_tex", "QIIIPP")
+                buf = self._upload_chain(work)
+                tex = self._texture_object(buf, work.elements * work.element_bytes)
+                args = (np.uint64(int(tex)), *steps, d_lat, d_idx)
+            else:
+                fn = self.function("pchase", CHASE_KERNELS[work.path], "PIIIPP")
+                args = (self._upload_chain(work), *steps, d_lat, d_idx)
+            self._set_shared(fn, dynamic_bytes=work.shared_buffer_bytes, carveout_pct=carveout_pct)
+            fn.prepared_call((1, 1), (1, 1, 1), *args, shared_size=work.shared_buffer_bytes)
             self.context.synchronize()
             drv.memcpy_dtoh(latency, d_lat)
             drv.memcpy_dtoh(indices, d_idx)
         finally:
             d_lat.free()
             d_idx.free()
+            if tex is not None:
+                from cuda.bindings import driver as cu
+
+                cu.cuTexObjectDestroy(tex)
         sm = self.nvml.clocks()["sm_clock_mhz"]
         return ChaseResult(
             latency_cycles=latency,

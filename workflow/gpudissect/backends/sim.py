@@ -52,6 +52,17 @@ class SimBackend(Backend):
         from ..sim.engine import SimGPU
 
         gpu = SimGPU(self.profile, seed=point_seed(self.seed, seed))
+        if work.chain is None:
+            # sparse array: walk it here (the same walk the kernel makes) and time the loads
+            steps = work.warmup_steps + work.record_steps
+            positions = work.walk(steps + 1)
+            addresses = positions[:steps] * work.element_bytes
+            latency = gpu.load_sequence(work.path, addresses)[work.warmup_steps :]
+            return ChaseResult(
+                latency_cycles=np.asarray(latency, dtype=np.uint32),
+                indices=positions[work.warmup_steps + 1 :].astype(np.uint32),
+                sm_clock_mhz=float(self.profile.clocks.sm_mhz),
+            )
         latency, indices = gpu.chase(
             work.path,
             work.chain,
