@@ -3,7 +3,22 @@ relative to the report) -> Markdown lines. Numbers come from the document only."
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
+
+import yaml
+
+PAPERS = Path(__file__).resolve().parents[3] / "config" / "papers"
+
+
+def paper_values(filename: str, doc: dict[str, Any]) -> dict[str, Any] | None:
+    """The cited paper values for the GPU a result document was measured on, if the paper has
+    that GPU (matched by the device name in the trace's provenance, never by the profile)."""
+    path = PAPERS / filename
+    if not path.is_file():
+        return None
+    gpus = yaml.safe_load(path.read_text()).get("gpus", {})
+    return gpus.get(doc.get("device_info", {}).get("name", ""))
 
 
 def _kib(v: Any) -> str:
@@ -65,4 +80,40 @@ def l1_size_section(doc: dict[str, Any], figures: list[str]) -> list[str]:
             "sizes at one buffer size across carveouts."
         )
     lines.append("")
+    return lines
+
+
+def pchase_classic_section(doc: dict[str, Any], figures: list[str]) -> list[str]:
+    """TPDS Fig. 5: what Saavedra1992 and Wong2010 each conclude, and whether they agree."""
+    inf = doc["inferences"]
+    lines = [
+        f"### Classic P-chase both ways on the `{doc['path']}` path (TPDS Fig. 5)",
+        "",
+        "Each method's conclusions under the classic assumptions (TPDS Assumptions 1-3); "
+        "inferences, not measurements.",
+        "",
+        "| parameter | Saavedra1992 | Wong2010 |",
+        "| --- | --- | --- |",
+    ]
+    for key, label in (
+        ("size_bytes", "cache size C"),
+        ("line_bytes", "line size b"),
+        ("ways", "ways a"),
+    ):
+        cells = []
+        for m in ("saavedra", "wong"):
+            q = inf[m].get(key, {})
+            cells.append(
+                str(q["value"])
+                if q.get("value") is not None
+                else f"undetermined ({q.get('undetermined', '—')})"
+            )
+        lines.append(f"| {label} | {cells[0]} | {cells[1]} |")
+    c = doc["contradiction"]
+    lines += [
+        "",
+        f"- The two methods {'contradict each other' if c.get('value') else 'agree'}"
+        f" ({c.get('evidence', c.get('undetermined'))}).",
+        "",
+    ]
     return lines
