@@ -84,8 +84,16 @@ def test_sparse_chain_walks_like_the_dense_one(backend):
     step = (2 << 20) // 4
     pos = np.arange(0, n, step, dtype=np.int64)
     nxt = ((pos + step) % n).astype(np.uint32)
-    work = ChaseWork(path="cg", chain=None, start_index=0, warmup_steps=32, record_steps=64,
-                     shared_buffer_bytes=16384, array_elements=n, sparse_positions=pos,
-                     sparse_next=nxt)
+    work = ChaseWork(
+        path="cg",
+        chain=None,
+        start_index=0,
+        warmup_steps=32,
+        record_steps=64,
+        shared_buffer_bytes=16384,
+        array_elements=n,
+        sparse_positions=pos,
+        sparse_next=nxt,
+    )
     result = backend.run_chase(work, carveout_pct=100)
     assert result.indices.tolist() == work.walk(32 + 65)[33:].tolist()

@@ -62,9 +62,29 @@ def _l1_size() -> Family:
     )
 
 
+def _pchase_classic() -> Family:
+    from .analysis import classic
+    from .experiments import pchase_classic
+    from .plotting.classic import plot_classic
+    from .report import sections
+
+    return Family(
+        name="pchase_classic",
+        schema=pchase_classic.SCHEMA,
+        kernels=pchase_classic.KERNELS,
+        parse_params=pchase_classic.parse_params,
+        run=pchase_classic.run,
+        analyse=classic.analyse,
+        plot=plot_classic,
+        figures=("pchase_classic",),
+        report_section=sections.pchase_classic_section,
+    )
+
+
 # name -> loader (imports lazily, so the config can be checked without plotting libraries)
 FAMILIES: dict[str, Callable[[], Family]] = {
     "l1_size": _l1_size,
+    "pchase_classic": _pchase_classic,
 }
 
 
