@@ -117,3 +117,23 @@ def pchase_classic_section(doc: dict[str, Any], figures: list[str]) -> list[str]
         "",
     ]
     return lines
+
+
+def l2_section(doc: dict[str, Any], figures: list[str]) -> list[str]:
+    """L2 footprint sweep: latency steps and near/far partition latencies."""
+    l2 = doc["elements"]["l2"]
+    lines = [f"### L2 footprint sweep on the `{doc['path']}` path", ""]
+    for key, label in (
+        ("hit_latency_cycles", "L2 hit latency (near)"),
+        ("far_hit_latency_cycles", "L2 hit latency (far partition)"),
+        ("far_share", "share of lines in the far partition"),
+        ("latency_steps_bytes", "footprints where latency steps up"),
+    ):
+        q = l2.get(key)
+        if q is None:
+            continue
+        value = q.get("value")
+        text = f"undetermined: {q['undetermined']}" if value is None else f"**{value}**"
+        lines.append(f"- {label}: {text}" + (f" ({q['evidence']})" if value is not None else ""))
+    lines.append("")
+    return lines
