@@ -81,10 +81,30 @@ def _pchase_classic() -> Family:
     )
 
 
+def _l2() -> Family:
+    from .analysis import l2 as analysis
+    from .experiments import l2
+    from .plotting.l2 import plot_l2
+    from .report import sections
+
+    return Family(
+        name="l2",
+        schema=l2.SCHEMA,
+        kernels=l2.KERNELS,
+        parse_params=l2.parse_params,
+        run=l2.run,
+        analyse=analysis.analyse,
+        plot=plot_l2,
+        figures=("l2_footprint",),
+        report_section=sections.l2_section,
+    )
+
+
 # name -> loader (imports lazily, so the config can be checked without plotting libraries)
 FAMILIES: dict[str, Callable[[], Family]] = {
     "l1_size": _l1_size,
     "pchase_classic": _pchase_classic,
+    "l2": _l2,
 }
 
 
