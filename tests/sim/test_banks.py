@@ -5,6 +5,7 @@ Notation: Fermi-like = 32 banks of 4 bytes (one mode); Kepler-like = 32 banks th
 32 x 8 = 256 bytes on Kepler (in either mode).
 """
 
+import dataclasses
 import math
 
 import numpy as np
@@ -13,6 +14,7 @@ import pytest
 from gpudissect.exceptions import ProfileError
 from gpudissect.sim.banks import (
     SharedSpec,
+    access_latency_cycles,
     conflict_degree,
     strided_addresses,
     strided_warp_access,
@@ -117,6 +119,36 @@ def test_8_byte_elements_in_4_byte_mode_take_two_passes():
 def test_latency_is_linear_in_degree():
     for stride, deg in ((1, 1), (2, 2), (4, 4), (8, 8), (16, 16)):
         assert strided_warp_access(FERMI, stride_elements=stride) == (50 + 37 * (deg - 1), deg)
+
+
+def test_latency_table_by_degree_kepler():
+    # TPDS Table VIII (GTX780) as a table; the degree still comes from the addresses. In the
+    # 4-byte mode a bank row holds words b and b + 32, so stride 2k gives gcd(2k, 64) / 2 ways:
+    # stride 4 -> 2, 8 -> 4, 16 -> 8, 32 -> 16, 64 -> 32; stride 2 -> no conflict (base 47)
+    table = {2: 82, 4: 96, 8: 158, 16: 257, 32: 484}
+    spec = dataclasses.replace(KEPLER, conflict_latency_table_cycles=table)
+    assert spec.conflict_latency_table_cycles == tuple(table.items())
+    got = {s: strided_warp_access(spec, stride_elements=s) for s in (2, 4, 8, 16, 32, 64)}
+    assert got == {2: (47, 1), 4: (82, 2), 8: (96, 4), 16: (158, 8), 32: (257, 16), 64: (484, 32)}
+    # between listed degrees: linear; 3 ways -> (82 + 96) / 2 = 89; 12 -> (158 + 257) / 2 =
+    # 207.5 -> 208 (round half to even of 207.5 is 208); beyond 32: + 14 per way
+    assert access_latency_cycles(spec, 3) == 89
+    assert access_latency_cycles(spec, 12) == 208
+    assert access_latency_cycles(spec, 34) == 484 + 2 * 14
+    # 3 threads in bank 0, rows 0, 1, 2 (bytes 0, 256, 512): a 3-way conflict
+    assert warp_access(spec, np.array([0, 256, 512])) == (89, 3)
+    # a table that starts above degree 2 interpolates from (1, base): degree 2 of {4: 100}
+    # is 47 + (100 - 47) / 3 = 64.67 -> 65
+    spec = dataclasses.replace(KEPLER, conflict_latency_table_cycles={4: 100})
+    assert access_latency_cycles(spec, 2) == 65
+
+
+def test_latency_table_refuses_bad_degrees():
+    for table, match in (({1: 50}, "integer >= 2"), ({2: -1}, "negative"), ((("x", 3),), "x")):
+        with pytest.raises(ProfileError, match=match):
+            dataclasses.replace(KEPLER, conflict_latency_table_cycles=table)
+    with pytest.raises(ProfileError, match="repeat"):
+        dataclasses.replace(KEPLER, conflict_latency_table_cycles=((2, 80), (2, 81)))
 
 
 def test_partial_warps_and_random_addresses_count_rows():
