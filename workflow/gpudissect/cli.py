@@ -123,7 +123,14 @@ def cmd_plot(args: argparse.Namespace) -> int:
     doc = json.loads(Path(args.analysis).read_text())
     out_dir = Path(args.out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
-    figures = fam.plot(trace.data, doc)
+    if trace.data.empty:
+        from .analysis.result import no_path_reason
+        from .plotting import placeholder
+
+        reason = no_path_reason(trace.provenance)
+        figures = {stem: placeholder(f"{doc['device']}: {stem}", reason)[0] for stem in fam.figures}
+    else:
+        figures = fam.plot(trace.data, doc)
     missing = set(fam.figures) - set(figures)
     if missing:
         raise GpuDissectError(f"plot of {fam.name} did not make {sorted(missing)}")

@@ -18,7 +18,7 @@ import pandas as pd
 from ..exceptions import AnalysisError
 from .changepoint import first_rise
 from .misses import FirstMissDetector
-from .result import quantity, undetermined
+from .result import header, no_path_reason, quantity, undetermined
 
 ELEMENT_OF_PATH = {"ca": "l1d", "nc": "readonly", "cg": "l2", "tex": "texture"}
 METHOD = (
@@ -129,6 +129,14 @@ def analyse(
     data: pd.DataFrame, *, provenance: dict[str, Any], inputs: dict | None = None
 ) -> dict[str, Any]:
     """The `l1_size` result document for one device."""
+    if data.empty:
+        doc = header("l1_size", provenance)
+        element = ELEMENT_OF_PATH.get(doc["path"], doc["path"])
+        return doc | {
+            "elements": {element: {"size_bytes": undetermined(no_path_reason(provenance))}},
+            "series": [],
+            "shared_buffer_check": [],
+        }
     path = str(provenance.get("config", {}).get("parameters", {}).get("path", "ca"))
     element = ELEMENT_OF_PATH.get(path, path)
     est = CacheSizeEstimator().fit(data)

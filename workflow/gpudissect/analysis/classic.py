@@ -15,7 +15,7 @@ import numpy as np
 import pandas as pd
 
 from .changepoint import find_steps
-from .result import quantity, undetermined
+from .result import header, no_path_reason, quantity, undetermined
 
 HIT_BAND = 0.05  # share of the hit-to-miss range still read as "all hits"
 MISS_BAND = 0.95  # share read as "all misses"
@@ -124,6 +124,15 @@ def wong(df: pd.DataFrame, hit: float, miss: float) -> dict[str, Any]:
 def analyse(
     data: pd.DataFrame, *, provenance: dict[str, Any], inputs: dict | None = None
 ) -> dict[str, Any]:
+    if data.empty:
+        reason = no_path_reason(provenance)
+        return header("pchase_classic", provenance) | {
+            "inferences": {
+                "saavedra": {"size_bytes": undetermined(reason)},
+                "wong": {"size_bytes": undetermined(reason)},
+            },
+            "contradiction": undetermined(reason),
+        }
     path = str(data["path"].iloc[0])
     hit = float(
         data["latency_cycles"]

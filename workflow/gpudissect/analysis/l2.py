@@ -18,7 +18,7 @@ import pandas as pd
 
 from .changepoint import find_steps
 from .misses import FirstMissDetector
-from .result import quantity, undetermined
+from .result import header, no_path_reason, quantity, undetermined
 
 
 def otsu_split(values: np.ndarray) -> tuple[float, float]:
@@ -105,6 +105,12 @@ def near_far(
 def analyse(
     data: pd.DataFrame, *, provenance: dict[str, Any], inputs: dict | None = None
 ) -> dict[str, Any]:
+    if data.empty:
+        return header("l2", provenance) | {
+            "elements": {"l2": {"size_bytes": undetermined(no_path_reason(provenance))}},
+            "steps": [],
+            "median_latency_by_footprint": {},
+        }
     by = data.groupby("array_bytes")["latency_cycles"]
     sizes = np.array(sorted(by.groups), dtype=np.int64)
     groups = [by.get_group(n).to_numpy(dtype=float) for n in sizes]

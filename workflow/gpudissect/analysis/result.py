@@ -38,3 +38,20 @@ def _plain(obj: Any) -> Any:
     if hasattr(obj, "item"):
         return obj.item()
     raise TypeError(f"cannot serialise {type(obj).__name__}")
+
+
+def no_path_reason(provenance: dict[str, Any]) -> str:
+    """Why a trace is empty: the device lacks the load path the experiment needs."""
+    path = provenance.get("config", {}).get("parameters", {}).get("path", "?")
+    return f"the device has no `{path}` load path, so nothing was measured"
+
+
+def header(analysis: str, provenance: dict[str, Any]) -> dict[str, Any]:
+    """The fields every result document starts with."""
+    return {
+        "device": provenance["device"],
+        "analysis": analysis,
+        "path": provenance.get("config", {}).get("parameters", {}).get("path"),
+        "trace": {k: provenance.get(k) for k in ("git_commit", "config_hash", "created_utc")},
+        "device_info": provenance.get("device_info", {}),
+    }

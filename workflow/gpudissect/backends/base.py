@@ -136,6 +136,10 @@ class Backend(ABC):
     def run_chase(self, work: ChaseWork, *, carveout_pct: int | None, seed: int = 0) -> ChaseResult:
         """Execute one P-chase launch (`seed` feeds the simulator's noise; a GPU ignores it)."""
 
+    def has_path(self, path: str) -> bool:
+        """Whether the device has load path `path` (a GPU has them all; a profile may not)."""
+        return True
+
     @abstractmethod
     def clocks(self) -> dict[str, float]:
         """Current SM and memory clocks in MHz (`sm_clock_mhz`, `memory_clock_mhz`)."""

@@ -44,6 +44,9 @@ class SimBackend(Backend):
     def supports_carveout(self) -> bool:
         return False
 
+    def has_path(self, path: str) -> bool:
+        return path in self.profile.paths
+
     def clocks(self) -> dict[str, float]:
         c = self.profile.clocks
         return {"sm_clock_mhz": float(c.sm_mhz), "memory_clock_mhz": float(c.memory_mhz)}

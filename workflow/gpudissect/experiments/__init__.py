@@ -1,13 +1,12 @@
-"""Experiment families. Each builds its work once; any backend executes it.
-
-`REGISTRY` maps an experiment name (as in the config's `experiments:` section) to the function
-that runs its whole sweep on a backend and returns a trace table, and to its declared schema.
-"""
+"""Experiment families' sweeps. Each builds its work once; any backend executes it (see
+`gpudissect.families` for how a family plugs into the pipeline)."""
 
 from __future__ import annotations
 
-from . import l1_size
+import pandas as pd
+import pyarrow as pa
 
-REGISTRY = {
-    "l1_size": l1_size,
-}
+
+def empty_frame(schema: pa.Schema) -> pd.DataFrame:
+    """A trace with no rows (the device lacks what the experiment needs)."""
+    return schema.empty_table().to_pandas()

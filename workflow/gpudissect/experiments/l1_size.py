@@ -17,6 +17,7 @@ from ..backends.base import Backend, ChaseWork
 from ..config import DeviceEntry, SizeRange, check_stride_and_sizes
 from ..exceptions import ConfigError
 from ..patterns import chain_pass_steps, stride_chain
+from . import empty_frame
 
 log = logging.getLogger(__name__)
 
@@ -120,6 +121,8 @@ def run(
     progress: Callable[[int, int], None] | None = None,
 ) -> pd.DataFrame:
     """Run the sweep on `backend`; one row per recorded access."""
+    if not backend.has_path(sweep.path):
+        return empty_frame(SCHEMA)  # the analysis reports why nothing was measured
     carveouts = device.carveouts
     if not backend.supports_carveout:
         carveouts = (NO_CARVEOUT,)

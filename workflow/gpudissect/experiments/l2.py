@@ -17,6 +17,7 @@ from ..backends.base import Backend, ChaseWork
 from ..config import DeviceEntry
 from ..exceptions import ConfigError
 from ..patterns import chain_pass_steps, stride_chain
+from . import empty_frame
 
 NAME = "l2"
 KERNELS = ("pchase",)
@@ -70,6 +71,8 @@ def run(
     inputs: dict | None = None,
     progress: Callable[[int, int], None] | None = None,
 ) -> pd.DataFrame:
+    if not backend.has_path(p.path):
+        return empty_frame(SCHEMA)  # the analysis reports why nothing was measured
     frames = []
     carveout = 100 if backend.supports_carveout else None  # L1 out of the way (cg bypasses it)
     for i, n in enumerate(p.array_bytes):

@@ -16,6 +16,7 @@ from ..backends.base import Backend, ChaseWork
 from ..config import DeviceEntry, SizeRange, check_stride_and_sizes
 from ..exceptions import ConfigError
 from ..patterns import chain_pass_steps, stride_chain
+from . import empty_frame
 
 NAME = "pchase_classic"
 KERNELS = ("pchase",)
@@ -91,6 +92,8 @@ def run(
     inputs: dict | None = None,
     progress: Callable[[int, int], None] | None = None,
 ) -> pd.DataFrame:
+    if not backend.has_path(p.path):
+        return empty_frame(SCHEMA)  # the analysis reports why nothing was measured
     carveout = p.carveout_pct if backend.supports_carveout else None
     frames = []
     points = plan(p)

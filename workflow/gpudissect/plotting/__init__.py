@@ -12,3 +12,14 @@ import seaborn as sns  # noqa: E402
 def set_theme() -> None:
     """The one place the figure theme is set."""
     sns.set_theme(context="paper", style="whitegrid", palette="colorblind", font_scale=1.1)
+
+
+def placeholder(title: str, reason: str):
+    """A figure that says why there is nothing to plot (the pipeline still expects the file)."""
+    import matplotlib.pyplot as plt
+
+    set_theme()
+    fig, ax = plt.subplots(figsize=(6, 2))
+    ax.axis("off")
+    ax.text(0.5, 0.5, f"{title}\nnothing measured: {reason}", ha="center", va="center", wrap=True)
+    return fig, ax

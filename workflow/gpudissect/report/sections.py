@@ -36,6 +36,11 @@ def _fmt(q: dict[str, Any] | None, unit_fmt=str) -> str:
 def l1_size_section(doc: dict[str, Any], figures: list[str]) -> list[str]:
     element = next(iter(doc["elements"]))
     lines = [f"### Cache size on the `{doc['path']}` path ({element}), fine-grained P-chase", ""]
+    if not doc["series"]:
+        return lines + [
+            f"- Undetermined: {doc['elements'][element]['size_bytes']['undetermined']}.",
+            "",
+        ]
     lines += [
         "| carveout | shared buffer | size | hit latency | confidence | evidence |",
         "| --- | --- | --- | --- | --- | --- |",
@@ -110,12 +115,13 @@ def pchase_classic_section(doc: dict[str, Any], figures: list[str]) -> list[str]
             )
         lines.append(f"| {label} | {cells[0]} | {cells[1]} |")
     c = doc["contradiction"]
-    lines += [
-        "",
-        f"- The two methods {'contradict each other' if c.get('value') else 'agree'}"
-        f" ({c.get('evidence', c.get('undetermined'))}).",
-        "",
-    ]
+    if c.get("value") is None:
+        verdict = f"cannot be compared: {c.get('undetermined')}"
+    elif c["value"]:
+        verdict = f"contradict each other ({c['evidence']})"
+    else:
+        verdict = f"agree ({c['evidence']})"
+    lines += ["", f"- The two methods {verdict}.", ""]
     return lines
 
 
