@@ -97,8 +97,12 @@ __constant__ unsigned int c_chain[16384];
 
 __device__ __forceinline__ unsigned int load_const(unsigned int j)
 {
+    // c_chain + j is a generic address here: convert it to the constant window for ld.const
     unsigned int v;
-    asm volatile("ld.const.u32 %0, [%1];" : "=r"(v) : "l"(c_chain + j) : "memory");
+    asm volatile("{\n\t.reg .u64 a;\n\tcvta.to.const.u64 a, %1;\n\tld.const.u32 %0, [a];\n\t}"
+                 : "=r"(v)
+                 : "l"(c_chain + j)
+                 : "memory");
     return v;
 }
 

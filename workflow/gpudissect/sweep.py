@@ -58,13 +58,9 @@ def run_experiment(
             progress=_progress(f"{device.name}/{experiment}"),
         )
         clocks_after = backend.clocks()
-        kernels, partitions = {}, None
+        kernels = {}
         if backend.kind == "cuda":
             kernels = {f"{k}.cubin_sha256": backend.cubin_sha256(k) for k in fam.kernels}
-            partitions = {
-                str(c): backend.shared_partition_bytes("pchase", "pchase_ca", carveout_pct=c)
-                for c in device.carveouts
-            }
     provenance: dict[str, Any] = base_provenance(config_fragment=fragment) | {
         "experiment": experiment,
         "device": device.name,
@@ -73,8 +69,6 @@ def run_experiment(
         "clocks_before": clocks_before,
         "clocks_after": clocks_after,
         "carveouts_pct": list(device.carveouts) if backend.supports_carveout else None,
-        # per requested carveout: the dynamic shared memory the driver offers one block
-        "shared_partition_bytes_by_carveout": partitions,
         "kernels": kernels,
         "inputs": inputs or {},
         "elapsed_s": round(time.time() - started, 3),

@@ -189,34 +189,6 @@ class CudaBackend(Backend):
         if carveout_pct is not None:
             fn.set_attribute(fa.PREFERRED_SHARED_MEMORY_CARVEOUT, int(carveout_pct))
 
-    def shared_partition_bytes(self, kernel: str, name: str, *, carveout_pct: int) -> int | None:
-        """Dynamic shared memory one block of `name` can get at `carveout_pct`, as the driver's
-        occupancy calculator reports it (cuOccupancyAvailableDynamicSMemPerBlock through
-        cuda-python): the shared partition the carveout preference selects, less static and
-        reserved shared memory. None when cuda-python is not installed.
-        """
-        try:
-            from cuda.bindings import driver as cu
-        except ImportError:
-            return None
-        attr = cu.CUfunction_attribute
-        err, module = cu.cuModuleLoad(str(self.cubin_path(kernel)).encode())
-        if err != cu.CUresult.CUDA_SUCCESS:
-            return None
-        try:
-            err, fn = cu.cuModuleGetFunction(module, name.encode())
-            optin = self.device.get_attribute(
-                self.drv.device_attribute.MAX_SHARED_MEMORY_PER_BLOCK_OPTIN
-            )
-            cu.cuFuncSetAttribute(fn, attr.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, optin)
-            cu.cuFuncSetAttribute(
-                fn, attr.CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT, int(carveout_pct)
-            )
-            err, size = cu.cuOccupancyAvailableDynamicSMemPerBlock(fn, 1, 1)
-            return int(size) if err == cu.CUresult.CUDA_SUCCESS else None
-        finally:
-            cu.cuModuleUnload(module)
-
     def _device_buffer(self, nbytes: int):
         if nbytes > self._buffer_bytes:
             if self._buffer is not None:
