@@ -17,8 +17,17 @@ import pandas as pd
 from .changepoint import find_steps
 from .result import header, no_path_reason, quantity, undetermined
 
+TRIM = 0.01  # share of accesses trimmed from each end before averaging (timing outliers)
 HIT_BAND = 0.05  # share of the hit-to-miss range still read as "all hits"
 MISS_BAND = 0.95  # share read as "all misses"
+
+
+def _avg(x: pd.Series) -> float:
+    """The classic methods' average latency per access, 1%-trimmed so a handful of timing
+    outliers (interrupts, page-table walks on a first touch) cannot fake a level."""
+    from scipy.stats import trim_mean
+
+    return float(trim_mean(x.to_numpy(dtype=float), TRIM))
 
 
 def _rate(mean: np.ndarray, hit: float, miss: float) -> np.ndarray:
@@ -28,7 +37,7 @@ def _rate(mean: np.ndarray, hit: float, miss: float) -> np.ndarray:
 def saavedra(df: pd.DataFrame, hit: float, miss: float) -> dict[str, Any]:
     """Eq. (1): C = the largest N that never misses; for the largest N, b = the smallest stride
     at which every access misses, and a = N / (the stride at which the array fits again)."""
-    means = df.groupby(["array_bytes", "stride_bytes"])["latency_cycles"].mean()
+    means = df.groupby(["array_bytes", "stride_bytes"])["latency_cycles"].agg(_avg)
     out: dict[str, Any] = {}
     sizes = sorted(means.index.get_level_values(0).unique())
     fits = [n for n in sizes if (_rate(means.loc[n].to_numpy(), hit, miss) <= HIT_BAND).all()]
@@ -81,7 +90,7 @@ def wong(df: pd.DataFrame, hit: float, miss: float) -> dict[str, Any]:
     by = df.groupby("array_bytes")["latency_cycles"]
     sizes = np.array(sorted(by.groups), dtype=np.int64)
     groups = [by.get_group(n).to_numpy(dtype=float) for n in sizes]
-    mean = np.array([g.mean() for g in groups])
+    mean = np.array([_avg(pd.Series(g)) for g in groups])
     rate = _rate(mean, hit, miss)
     method = "Wong2010: average latency against array size at a fixed stride (TPDS Eq. (2))"
     out: dict[str, Any] = {}
