@@ -143,18 +143,8 @@ def analyse(
             "contradiction": undetermined(reason),
         }
     path = str(data["path"].iloc[0])
-    hit = float(
-        data["latency_cycles"]
-        .groupby([data["method"], data["array_bytes"], data["stride_bytes"]])
-        .mean()
-        .min()
-    )
-    miss = float(
-        data["latency_cycles"]
-        .groupby([data["method"], data["array_bytes"], data["stride_bytes"]])
-        .mean()
-        .max()
-    )
+    levels = data.groupby(["method", "array_bytes", "stride_bytes"])["latency_cycles"].agg(_avg)
+    hit, miss = float(levels.min()), float(levels.max())
     s = saavedra(data[data["method"] == "saavedra"], hit, miss)
     w = wong(data[data["method"] == "wong"], hit, miss)
     keys = ("size_bytes", "line_bytes", "ways")
