@@ -1,0 +1,122 @@
+"""Figures of the bank-conflict sweep: latency against stride (TPDS Figs. 18-19, NPC Figs. 5 and
+7) and against the conflict degree of the fitted model (TPDS Table VIII)."""
+
+from __future__ import annotations
+
+import matplotlib.pyplot as plt
+import numpy as np
+import pandas as pd
+import seaborn as sns
+
+from . import set_theme
+
+
+def empty_figure(title: str, reason: str):
+    """A placeholder figure for a device the sweep could not run on."""
+    set_theme()
+    fig, ax = plt.subplots(figsize=(5, 3), layout="constrained")
+    ax.axis("off")
+    ax.text(0.5, 0.5, reason, ha="center", va="center", wrap=True)
+    fig.suptitle(title)
+    return fig, ax
+
+
+def plot_stride_latency(points: pd.DataFrame, *, base: float, slope: float, title: str):
+    """Mean latency per load against stride, a line per bank mode (and element size); the
+    fitted model's prediction ``base + slope (degree - 1)`` dashed.
+
+    `points`: columns bank_mode_bytes, element_bytes, stride_elements, latency_cycles, degree.
+    """
+    set_theme()
+    df = points.assign(
+        series=[
+            f"{m}-byte mode, {e}-byte elements"
+            for m, e in zip(points["bank_mode_bytes"], points["element_bytes"], strict=True)
+        ],
+        model_cycles=base + slope * (points["degree"] - 1),
+    )
+    fig, ax = plt.subplots(figsize=(7.5, 3.8), layout="constrained")
+    order = sorted(df["series"].unique())
+    palette = dict(zip(order, sns.color_palette(n_colors=len(order)), strict=True))
+    for name in order:
+        s = df[df["series"] == name].sort_values("stride_elements")
+        ax.plot(
+            s["stride_elements"],
+            s["latency_cycles"],
+            marker="o",
+            ms=3,
+            lw=1,
+            color=palette[name],
+            label=f"{name} (measured)",
+        )
+        ax.plot(
+            s["stride_elements"],
+            s["model_cycles"],
+            ls="--",
+            lw=1,
+            color=palette[name],
+            alpha=0.7,
+            label=f"{name} (model)",
+        )
+    ax.set_yscale("log")
+    ax.set(xlabel="stride (elements)", ylabel="latency per load (cycles)", title=title)
+    ax.legend(fontsize=7)
+    return fig, ax
+
+
+def plot_degree_latency(points: pd.DataFrame, *, base: float, slope: float, title: str):
+    """Latency against the model's conflict degree (Table VIII), every point and the line."""
+    set_theme()
+    fig, ax = plt.subplots(figsize=(5.5, 3.8), layout="constrained")
+    sns.stripplot(
+        data=points,
+        x="degree",
+        y="latency_cycles",
+        hue="bank_mode_bytes",
+        native_scale=True,
+        jitter=0.15,
+        size=3,
+        ax=ax,
+    )
+    d = np.array(sorted(points["degree"].unique()))
+    ax.plot(
+        d,
+        base + slope * (d - 1),
+        ls="--",
+        color="k",
+        lw=1,
+        label=f"{base:.1f} + {slope:.2f} (d - 1)",
+    )
+    ax.set_xscale("log", base=2)
+    ax.set_xticks(d, [str(int(v)) for v in d])
+    ax.set(xlabel="conflict degree (ways)", ylabel="latency per load (cycles)", title=title)
+    ax.legend(title="mode (bytes) / fit", fontsize=7)
+    return fig, ax
+
+
+def plot_bank_conflicts(data: pd.DataFrame, doc: dict) -> dict:
+    """The bank_conflicts family's figures, by file stem."""
+    device = doc["device"]
+    if "model" not in doc:
+        reason = next(iter(doc["elements"]["shared"].values())).get("undetermined", "no data")
+        return {
+            "bank_conflicts_stride": empty_figure(f"{device}: bank conflicts", reason)[0],
+            "bank_conflicts_degree": empty_figure(f"{device}: bank conflicts", reason)[0],
+        }
+    points = pd.DataFrame(doc["points"])
+    m = doc["model"]
+    sel = m["selected"]
+    label = f"{sel['banks']} banks x {sel['bank_width_bytes']} B"
+    stride, _ = plot_stride_latency(
+        points,
+        base=m["base_cycles"],
+        slope=m["slope_cycles"],
+        title=f"{device}: shared latency vs stride (model {label})",
+    )
+    degree, _ = plot_degree_latency(
+        points,
+        base=m["base_cycles"],
+        slope=m["slope_cycles"],
+        title=f"{device}: latency vs conflict degree",
+    )
+    return {"bank_conflicts_stride": stride, "bank_conflicts_degree": degree}
