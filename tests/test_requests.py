@@ -1,0 +1,338 @@
+"""The requests family (Lashgar et al.): the variance curve, spike detection and the MSHR/PRT
+classifier on synthetic traces with hand-derived answers; the twins through the real sweep; the
+GPU run (`pytest -m gpu`)."""
+
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from gpudissect.analysis.requests import (
+    SpikeDetector,
+    analyse,
+    classify,
+    fit_sweeps,
+    scoreboard_limit,
+    thread_latency_table,
+    variance3,
+)
+from gpudissect.experiments.requests import (
+    PATTERNS,
+    RequestsSweep,
+    ThreadRange,
+    pattern_offsets,
+    run,
+)
+from gpudissect.experiments.requests import SCHEMA as _SCHEMA
+
+REPO = Path(__file__).resolve().parents[1]
+FULL_SCHEMA_NAMES = _SCHEMA.names
+THREADS = np.arange(2, 1025, 2)
+
+
+# --- synthetic traces -----------------------------------------------------------------------
+
+
+def synthetic_trace(curve, *, sweeps, runs=3, noise=0.5, seed=0):
+    """A trace whose run latencies are `curve(pattern_K, N, threads)` + Gaussian noise, every
+    thread of a run seeing the same time."""
+    rng = np.random.default_rng(seed)
+    rows = []
+    for pattern, n in sweeps:
+        k = PATTERNS[pattern]
+        for t in THREADS:
+            for r in range(runs):
+                value = curve(k, n, int(t)) + rng.normal(0, noise)
+                rows.append(
+                    {
+                        "point": 0,
+                        "pattern": pattern,
+                        "merge_threads": k,
+                        "loads_per_thread": n,
+                        "threads": int(t),
+                        "run": r,
+                        "block_bytes": 128,
+                        "footprint_bytes": 128 * n * int(t),
+                        "elapsed_cycles": np.full(int(t), round(value), np.uint32),
+                        "sm_clock_mhz": 1000.0,
+                    }
+                )
+    return pd.DataFrame(rows)
+
+
+L = 400
+
+
+def mshr_curve(entries=128, merge=8):
+    # one round trip L, 1 cycle per thread of write-back in the first warp, and one more round
+    # trip as soon as the distinct blocks N * ceil(T / K) exceed the entries
+    def curve(k, n, t):
+        blocks = n * -(-t // k)
+        return L + min(t, 32) + (L if blocks > entries else 0) + (L if min(t, k) > merge else 0)
+
+    return curve
+
+
+def prt_curve(entries=44, limit=3):
+    # one more round trip once warp load instructions N * ceil(T / 32) exceed the entries, and
+    # when N exceeds the scoreboard limit (load N waits for load 1)
+    def curve(k, n, t):
+        instr = n * -(-t // 32)
+        return L + min(t, 32) + (L if instr > entries else 0) + (L if n > limit else 0)
+
+    return curve
+
+
+def test_variance_is_the_papers_three_point_unbiased_variance():
+    # {0, 0, 3}: mean 1, squares 1 + 1 + 4 = 6, / 2 = 3; {0, 3, 3}: mean 2, 4 + 1 + 1 = 6 -> 3
+    v = variance3(np.array([0.0, 0.0, 0.0, 3.0, 3.0, 3.0]))
+    assert np.isnan(v[0]) and np.isnan(v[-1])
+    assert v[1:-1].tolist() == [0.0, 3.0, 3.0, 0.0]
+
+
+def test_point_latency_is_the_harmonic_mean_of_run_means():
+    # runs with mean 100, 200, 200: harmonic mean 3 / (1/100 + 2/200) = 150
+    df = pd.DataFrame(
+        {
+            "pattern": "unq",
+            "merge_threads": 1,
+            "loads_per_thread": 1,
+            "threads": 2,
+            "run": [0, 1, 2],
+            "elapsed_cycles": [np.array([90, 110]), np.array([200, 200]), np.array([150, 250])],
+        }
+    )
+    t = thread_latency_table(df)
+    assert t["latency_cycles"].iloc[0] == pytest.approx(150.0)
+
+
+def test_detector_names_the_last_count_before_the_rise_and_tells_small_from_large():
+    # flat 400 + noise; a 20-cycle serialisation step after 96 threads; a 350-cycle saturation
+    # step after 128 threads (the paper's Fig. 1). 0.25 x 400 = 100 separates them.
+    rng = np.random.default_rng(3)
+    y = 400 + 20 * (THREADS > 96) + 350 * (THREADS > 128) + rng.normal(0, 0.5, THREADS.size)
+    det = SpikeDetector().fit(THREADS, y)
+    kinds = [(s.threads, s.next_threads, s.kind) for s in det.spikes]
+    assert kinds == [(96, 98, "serialisation"), (128, 130, "saturation")]
+    assert det.saturation.threads == 128
+
+
+def test_no_clear_spike_reports_no_saturation_never_a_forced_number():
+    # a steady ramp (write-back serialisation, 1 cycle per 2 threads) with noise: no step
+    rng = np.random.default_rng(5)
+    y = 400 + THREADS / 2 + rng.normal(0, 1.0, THREADS.size)
+    assert SpikeDetector().fit(THREADS, y).saturation is None
+    trace = synthetic_trace(lambda k, n, t: 400 + t / 2, sweeps=[("unq", 1), ("unq", 2)])
+    doc = analyse(trace, provenance={"device": "flat"})
+    el = doc["elements"]["requests"]
+    for key in ("kind", "entries", "max_outstanding"):
+        assert el[key]["value"] is None and "no saturation up to 1024" in el[key]["undetermined"]
+    assert all(s["saturation_threads"] is None for s in doc["sweeps"])
+    assert all(s["no_saturation_up_to_threads"] == 1024 for s in doc["sweeps"])
+
+
+def test_mshr_classified_with_entries_and_merge_capacity():
+    # MSHR 128 entries merging 8: UNQ N=1 saturates after 128 threads (128 blocks), N=2 after
+    # 64, Merger2 N=1 / Merger4 N=2 / Merger8 N=4 after 256 (128 merged blocks). Merger16 costs
+    # a second round trip from 10 threads on (9 > 8 threads share a block): merge overflow.
+    sweeps = [("unq", 1), ("unq", 2), ("merger2", 1), ("merger4", 2), ("merger8", 4),
+              ("merger16", 1)]  # fmt: skip
+    doc = analyse(synthetic_trace(mshr_curve(), sweeps=sweeps), provenance={"device": "m"})
+    sat = {(s["pattern"], s["loads_per_thread"]): s["saturation_threads"] for s in doc["sweeps"]}
+    assert sat == {("unq", 1): 128, ("unq", 2): 64, ("merger2", 1): 256, ("merger4", 2): 256,
+                   ("merger8", 4): 256, ("merger16", 1): None}  # fmt: skip
+    el = doc["elements"]["requests"]
+    assert el["kind"]["value"] == "mshr"
+    assert el["entries"]["value"] == 128 and el["entries"]["range"] == [128, 128]
+    assert el["merge_capacity"]["value"] == 8
+    assert el["max_outstanding"]["value"] == 128
+
+
+def test_prt_classified_and_scoreboard_sweeps_left_out():
+    # PRT 44 entries, scoreboard 3: N=2 saturates after 22 warps (704 threads, 44 instructions
+    # fit, 46 do not), N=3 after 14 warps (448: 42 fit, 45 do not); Merger2 with N=2 at the same
+    # 704 (instructions do not depend on merging) - which an MSHR cannot explain (352 x 2 = 704
+    # blocks vs 1408 for UNQ). N=4 exceeds the scoreboard (two round trips at 2 threads) and is
+    # left out. Intervals: [44, 45], [42, 44], [44, 45] -> 44; 44 x 32 = 1408 requests.
+    sweeps = [("unq", 1), ("unq", 2), ("unq", 3), ("unq", 4), ("merger2", 2)]
+    doc = analyse(synthetic_trace(prt_curve(), sweeps=sweeps), provenance={"device": "k"})
+    el = doc["elements"]["requests"]
+    assert el["per_warp_limit"]["value"] == 3
+    assert el["kind"]["value"] == "prt"
+    assert el["entries"]["value"] == 44 and el["entries"]["range"] == [44, 44]
+    assert el["max_outstanding"]["value"] == 1408
+    assert el["merge_capacity"]["value"] is None
+
+
+def test_one_saturated_sweep_cannot_separate_mshr_from_prt():
+    table = thread_latency_table(synthetic_trace(mshr_curve(), sweeps=[("unq", 1)]))
+    el = classify(fit_sweeps(table), limit=None)
+    assert el["kind"]["value"] is None and "separate" in el["kind"]["undetermined"]
+
+
+def test_scoreboard_limit_lower_bound_when_no_n_exceeds_it():
+    table = thread_latency_table(synthetic_trace(mshr_curve(), sweeps=[("unq", 1), ("unq", 2)]))
+    q = scoreboard_limit(table)
+    assert q["value"] is None and q["at_least"] == 2
+
+
+def test_pattern_offsets_match_the_simulators_merger_addresses():
+    from gpudissect.sim.outstanding import merger_addresses
+
+    for k in PATTERNS.values():
+        a = pattern_offsets(threads=70, loads_per_thread=3, merge_threads=k, block_bytes=128)
+        assert np.array_equal(a, merger_addresses(threads=70, loads_per_thread=3,
+                                                  threads_per_block=k))  # fmt: skip
+        # exactly K neighbouring threads share a block within a load; loads never share
+        assert len(np.unique(a)) == 3 * -(-70 // k)
+
+
+def test_kernel_file_defines_every_variant():
+    src = (REPO / "kernels" / "requests.cu").read_text()
+    assert "DEFINE_PATH(ca, false)" in src and "DEFINE_PATH(cg, true)" in src
+    assert all(f"DEFINE_REQUESTS(PATH, CG, {n})" in src for n in range(1, 9))
+
+
+# --- twins ----------------------------------------------------------------------------------
+
+FULL = RequestsSweep(True, "ca", tuple(PATTERNS), (1, 2, 3, 4), ThreadRange(2, 1024, 2), 3, 1, 128)
+
+
+def twin(name):
+    from gpudissect.backends.sim import SimBackend
+
+    backend = SimBackend(profile_path=REPO / "config" / "devices" / f"{name}.yaml", seed=1)
+    data = run(backend, FULL, device=None)
+    return analyse(data, provenance={"device": name})
+
+
+@pytest.fixture(scope="module")
+def m2070():
+    return twin("tesla_m2070")
+
+
+@pytest.fixture(scope="module")
+def k20():
+    return twin("tesla_k20")
+
+
+def saturation(doc, pattern, n):
+    s = next(s for s in doc["sweeps"] if s["pattern"] == pattern and s["loads_per_thread"] == n)
+    return s["saturation_threads"]
+
+
+def test_m2070_twin_is_an_mshr_of_128_merging_8(m2070):
+    el = m2070["elements"]["requests"]
+    assert el["kind"]["value"] == "mshr"
+    assert el["entries"]["value"] == 128
+    assert el["merge_capacity"]["value"] == 8
+    assert el["max_outstanding"]["value"] == 128
+
+
+@pytest.mark.parametrize(
+    ("pattern", "n", "paper"),
+    [
+        ("unq", 1, 128),
+        ("unq", 2, 64),
+        ("merger2", 1, 256),
+        ("merger4", 2, 256),
+        ("merger8", 4, 256),
+    ],
+)
+def test_m2070_twin_spikes_where_the_paper_saw_them(m2070, pattern, n, paper):
+    # Lashgar Sec. 5.1, Figs. 3-7 (the spike read as the last count before the rise)
+    assert abs(saturation(m2070, pattern, n) - paper) <= 4
+
+
+def test_m2070_twin_merger16_32_show_no_table_saturation(m2070):
+    # Sec. 5.1: no significant spike for Merger16 / Merger32 (with the loads the paper used)
+    assert saturation(m2070, "merger16", 1) is None
+    assert saturation(m2070, "merger32", 1) is None
+
+
+def test_k20_twin_is_a_prt(k20):
+    el = k20["elements"]["requests"]
+    assert el["kind"]["value"] == "prt"
+    assert el["per_warp_limit"]["value"] == 3  # Sec. 4
+    assert saturation(k20, "unq", 1) is None  # Sec. 5.2, Fig. 8: no spike with one load
+
+
+@pytest.mark.xfail(
+    reason="needs tesla_k20.yaml requests.entries 44 (it is 43: the sweeps then bound the "
+    "table to 42-43 entries, 1376 requests); with 44 they give exactly 44 and 1408",
+    strict=False,
+)
+def test_k20_twin_entries_and_outstanding_requests(k20):
+    el = k20["elements"]["requests"]
+    assert 44 <= el["entries"]["value"] <= 45
+    assert abs(el["max_outstanding"]["value"] - 1408) <= 32
+
+
+def test_k20_twin_three_load_spike_near_the_papers_454(k20):
+    # the rise lies between 448 and 450 threads (the 15th warp's 45th instruction) for 43 or 44
+    # entries; the paper read "just after 454"
+    s = saturation(k20, "unq", 3)
+    assert s in (448,) and abs(s + 2 - 454) <= 4
+
+
+@pytest.mark.xfail(
+    reason="a warp-granular PRT puts every spike on a warp boundary (672/674 with 42-43 "
+    "entries, 704/706 with 44-45); the paper's 680 lies 8 threads inside the 22nd warp, which "
+    "no entry count reproduces",
+    strict=False,
+)
+def test_k20_twin_two_load_spike_at_the_papers_680(k20):
+    assert abs(saturation(k20, "unq", 2) - 680) <= 4
+
+
+# --- GPU ------------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def gpu_backend(tmp_path_factory, nvcc):
+    from gpudissect.backends.cuda import CudaBackend
+    from gpudissect.devices import detect_arch
+    from gpudissect.kernels import compile_kernel
+
+    out = tmp_path_factory.mktemp("build")
+    compile_kernel(REPO / "kernels/requests.cu", arch=detect_arch(0), output=out / "requests.cubin")
+    with CudaBackend(index=0, cubin_dir=out) as b:
+        yield b
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("path", ["ca", "cg"])
+def test_gpu_requests_times_every_thread_in_a_sane_range(gpu_backend, path):
+    from gpudissect.experiments.requests import RequestsWork
+
+    offsets = pattern_offsets(threads=64, loads_per_thread=2, merge_threads=1, block_bytes=128)
+    r = gpu_backend.run(RequestsWork(path, offsets, 3, 1))
+    assert r.elapsed_cycles.shape == (3, 64)
+    # at least an L2 round trip (> 100 cycles on every GPU we target), far below a millisecond
+    assert 100 < np.median(r.elapsed_cycles) < 100_000
+
+
+@pytest.mark.gpu
+def test_gpu_more_requests_take_no_less_time(gpu_backend):
+    from gpudissect.experiments.requests import RequestsWork
+
+    def median(threads, n, k):
+        o = pattern_offsets(threads=threads, loads_per_thread=n, merge_threads=k, block_bytes=128)
+        return np.median(gpu_backend.run(RequestsWork("ca", o, 3, 1)).elapsed_cycles)
+
+    # 4096 unique blocks vs 32 warp-merged ones at 1024 threads
+    assert median(1024, 4, 1) >= median(1024, 1, 32)
+    assert median(1024, 4, 1) >= median(2, 1, 1)
+
+
+def test_profile_without_request_table_gives_an_empty_trace_and_undetermined_results():
+    from gpudissect.backends.sim import SimBackend
+    from gpudissect.plotting.requests import REQUEST_FIGURES, plot_requests
+
+    backend = SimBackend(profile_path=REPO / "tests" / "data" / "tiny_profile.yaml", seed=1)
+    data = run(backend, FULL, device=None)
+    assert data.empty and list(data.columns) == list(FULL_SCHEMA_NAMES)
+    doc = analyse(data, provenance={"device": "tiny"})
+    assert all(q["value"] is None for q in doc["elements"]["requests"].values())
+    assert set(plot_requests(data, doc)) == set(REQUEST_FIGURES)

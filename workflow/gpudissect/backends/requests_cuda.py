@@ -1,0 +1,98 @@
+"""Cuda handlers of the outstanding-request families (Lashgar et al.): Listing 1 launches
+(`kernels/requests.cu`) and the L2 flush copy (`kernels/l2flush.cu`). pycuda is imported
+through the backend (which imports it lazily); nothing here runs without a GPU."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from ..experiments.l2_flush import ELEMENT_BYTES, CopyResult, CopyWork
+from ..experiments.requests import RequestsResult, RequestsWork
+from .base import handles
+
+
+class _Buffers:
+    """Device (and pinned host) buffers kept across points of one sweep, grown on demand."""
+
+    def __init__(self, drv) -> None:
+        self.drv = drv
+        self.device: dict[str, Any] = {}
+        self.host: dict[str, np.ndarray] = {}
+
+    def get(self, name: str, nbytes: int):
+        buf = self.device.get(name)
+        if buf is None or buf[1] < nbytes:
+            if buf is not None:
+                buf[0].free()
+            self.device[name] = (self.drv.mem_alloc(max(nbytes, 4)), max(nbytes, 4))
+        return self.device[name][0]
+
+    def pinned(self, name: str, nbytes: int) -> np.ndarray:
+        arr = self.host.get(name)
+        if arr is None or arr.nbytes < nbytes:
+            arr = self.drv.pagelocked_zeros(max(nbytes, 4), dtype=np.uint8)
+            self.host[name] = arr
+        return arr[:nbytes]
+
+
+def _buffers(backend) -> _Buffers:
+    buffers = getattr(backend, "_lashgar_buffers", None)
+    if buffers is None:
+        buffers = _Buffers(backend.drv)
+        backend._lashgar_buffers = buffers  # freed with the context when the backend closes
+    return buffers
+
+
+def _sm_clock(backend) -> float:
+    sm = backend.clocks().get("sm_clock_mhz")
+    return float(sm) if sm is not None else float("nan")
+
+
+@handles("cuda", RequestsWork)
+def run_requests(backend, work: RequestsWork, *, seed: int = 0) -> RequestsResult:
+    """One launch configuration: the data array comes from the host right before (so its lines
+    sit in the L2, as in the paper), then `warmup_launches` untimed and `runs` timed launches of
+    one block; every thread's t2 - t1 is read back."""
+    drv = backend.drv
+    n, threads = work.loads_per_thread, work.threads
+    fn = backend.function("requests", f"req_{work.path}_n{n}", "PPIPP")
+    buffers = _buffers(backend)
+    data_bytes = int(work.offsets_bytes.max()) + 4
+    data = buffers.get("data", data_bytes)
+    offsets = buffers.get("offsets", work.offsets_bytes.nbytes)
+    sink = buffers.get("sink", 2 * threads * 4)
+    elapsed = buffers.get("elapsed", threads * 4)
+    drv.memcpy_htod(offsets, np.ascontiguousarray(work.offsets_bytes.T))  # [j * threads + t]
+    drv.memcpy_htod(data, buffers.pinned("data", data_bytes))
+    out = np.empty((work.runs, threads), dtype=np.uint32)
+    for r in range(-work.warmup_launches, work.runs):
+        fn.prepared_call((1, 1), (threads, 1, 1), data, offsets, np.uint32(threads), sink, elapsed)
+        backend.context.synchronize()
+        if r >= 0:
+            drv.memcpy_dtoh(out[r], elapsed)
+    return RequestsResult(elapsed_cycles=out, sm_clock_mhz=_sm_clock(backend))
+
+
+@handles("cuda", CopyWork)
+def run_copy(backend, work: CopyWork, *, seed: int = 0) -> CopyResult:
+    """Lashgar Sec. 3.3: host-to-device copy of the source, optionally a host-to-device copy of
+    `flush_bytes` to another buffer, then the copy kernel timed with CUDA events."""
+    drv = backend.drv
+    fn = backend.function("l2flush", "l2_copy", "PPQ")
+    buffers = _buffers(backend)
+    src = buffers.get("copy_src", work.size_bytes)
+    dst = buffers.get("copy_dst", work.size_bytes)
+    drv.memcpy_htod(src, buffers.pinned("copy_src", work.size_bytes))
+    if work.flushed:
+        flush = buffers.get("flush", work.flush_bytes)
+        drv.memcpy_htod(flush, buffers.pinned("flush", work.flush_bytes))
+    elements = work.size_bytes // ELEMENT_BYTES
+    blocks = -(-elements // work.threads_per_block)
+    start, end = drv.Event(), drv.Event()
+    start.record()
+    fn.prepared_call((blocks, 1), (work.threads_per_block, 1, 1), src, dst, np.uint64(elements))
+    end.record()
+    end.synchronize()
+    return CopyResult(elapsed_ms=np.array([start.time_till(end)]), sm_clock_mhz=_sm_clock(backend))

@@ -1,0 +1,116 @@
+"""Sim handlers of the outstanding-request families (Lashgar et al.): the Thread-Latency launch
+(`RequestsWork`) through the request-table model, the L2 flush copy (`CopyWork`) through the
+simulated memory hierarchy and the throughput model."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..exceptions import ProfileError
+from ..experiments.l2_flush import CopyResult, CopyWork
+from ..experiments.requests import NoRequestTable, RequestsResult, RequestsWork
+from .base import handles
+from .sim import point_seed
+
+L2_PATH = "cg"  # host-to-device copies and the copy kernel's loads reach the L2 only
+FLUSH_CAPACITIES = 8
+
+
+def memory_latency_cycles(profile, path: str) -> float:
+    """What one load of Listing 1 waits when its line sits in the L2 (the paper's setting: the
+    data came from the host through the L2): the hit latency of the last cache of `path` on that
+    path (the L2), or of the `cg` path when the profile lacks `path`."""
+    use = path if path in profile.paths else L2_PATH
+    if use not in profile.paths:
+        raise ProfileError(
+            f"profile {profile.name!r} has neither path {path!r} nor {L2_PATH!r}; the requests "
+            "experiment needs the latency of an L2 hit"
+        )
+    return float(profile.path_caches(use)[-1].hit_latency_on(use))
+
+
+@handles("sim", RequestsWork)
+def run_requests(backend, work: RequestsWork, *, seed: int = 0) -> RequestsResult:
+    """The request table decides when each load completes (sim/outstanding.py). The event
+    simulation is deterministic for a given memory latency, so it runs once per configuration;
+    the runs differ by measurement noise (the profile's noise block: one Gaussian clock jitter
+    per launch, since every thread times the same two barriers, and rare per-thread outliers)."""
+    from ..sim.outstanding import simulate_request_kernel
+
+    profile = backend.profile
+    if profile.requests is None:
+        raise NoRequestTable(
+            f"profile {profile.name!r} ({profile.source}) has no requests block; add one (see "
+            "config/devices/README.md) or disable experiments.requests for this device"
+        )
+    sim = simulate_request_kernel(
+        profile.requests,
+        addresses_bytes=work.offsets_bytes.astype(np.int64),
+        memory_latency_cycles=memory_latency_cycles(profile, work.path),
+    )
+    rng = np.random.default_rng(point_seed(backend.seed, seed))
+    noise = profile.noise
+    shape = (work.runs, work.threads)
+    t = np.broadcast_to(sim.elapsed_cycles, shape).astype(np.float64)
+    if noise.jitter_cycles:
+        t = t + np.round(rng.normal(0.0, noise.jitter_cycles, (work.runs, 1)))
+    if noise.outlier_probability > 0:
+        t = t + noise.outlier_cycles * (rng.random(shape) < noise.outlier_probability)
+    out = np.maximum(t, 0).astype(np.uint32)
+    return RequestsResult(elapsed_cycles=out, sm_clock_mhz=float(profile.clocks.sm_mhz))
+
+
+def _copy_time_ns(profile, latency_cycles: np.ndarray, *, size_bytes: int, line_bytes: int):
+    """Kernel time of the copy from the latencies of its source lines (Little's law with
+    queueing, sim/throughput.py): every warp keeps one 256-byte load in flight (one 8-byte element
+    per thread); the resident warps of all SMs are the customers; a customer waits the mean
+    simulated latency of its lines and occupies DRAM for the bytes of the lines that missed the
+    L2. Stores are not simulated (the hierarchy has no store path)."""
+    from ..sim.throughput import mva_throughput
+
+    clock_ghz = profile.clocks.sm_mhz / 1000.0
+    warp_bytes = 32 * 8
+    warps = -(-size_bytes // warp_bytes)
+    customers = int(min(warps, profile.sms * profile.max_warps_per_sm))
+    l2 = profile.path_caches(L2_PATH)[-1]
+    missed = latency_cycles > l2.hit_latency_on(L2_PATH) + 3 * max(profile.noise.jitter_cycles, 1)
+    miss_bytes_per_warp = missed.mean() * warp_bytes if missed.size else 0.0
+    delay_ns = float(latency_cycles.mean()) / clock_ghz
+    thr = profile.throughput
+    if thr is None:
+        demand_ns = 1e-9
+    else:
+        demand_ns = max(
+            miss_bytes_per_warp / (thr.dram_peak_gbps * thr.dram_achievable_fraction), 1e-9
+        )
+    rate = mva_throughput(customers, demand_ns, delay_ns)  # warps per ns
+    return warps / rate
+
+
+@handles("sim", CopyWork)
+def run_copy(backend, work: CopyWork, *, seed: int = 0) -> CopyResult:
+    """Lashgar Sec. 3.3 on the simulated hierarchy: a fresh GPU; the host-to-device copy of the
+    source passes through the L2 (its lines are filled in address order); when flushed, a dummy
+    copy of `flush_bytes` follows; then the kernel reads the source, line by line, and its time
+    follows from the hits and misses (`_copy_time_ns`)."""
+    from ..sim.engine import SimGPU
+
+    profile = backend.profile
+    l2 = profile.path_caches(L2_PATH)[-1]
+    line = l2.line_bytes
+    gpu = SimGPU(profile, seed=point_seed(backend.seed, seed))
+    src = np.arange(0, work.size_bytes, line, dtype=np.int64)
+    gpu.load_sequence(L2_PATH, src)  # host -> device copy of the source
+    if work.flushed:
+        # A dummy copy to a separate allocation. Past a few L2 capacities more dummy lines change
+        # nothing measurable (a source line survives k capacities of fills with probability
+        # about e^-k under random replacement, 0 under LRU), so at most FLUSH_CAPACITIES of
+        # them are simulated: a 76 MB flush would cost seconds per point.
+        base = 1 << 36
+        flush = min(work.flush_bytes, FLUSH_CAPACITIES * l2.size_bytes)
+        gpu.load_sequence(L2_PATH, base + np.arange(0, flush, line, dtype=np.int64))
+    latency = gpu.load_sequence(L2_PATH, src)
+    elapsed = _copy_time_ns(profile, latency, size_bytes=work.size_bytes, line_bytes=line)
+    return CopyResult(
+        elapsed_ms=np.array([elapsed * 1e-6]), sm_clock_mhz=float(profile.clocks.sm_mhz)
+    )

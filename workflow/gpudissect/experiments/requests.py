@@ -1,0 +1,218 @@
+"""Outstanding memory requests: the Thread-Latency sweep of Lashgar, Salehi & Baniasadi
+("A Case Study in Reverse Engineering GPGPUs: Outstanding Memory Handling Resources", Listing 1,
+Sec. 3-5).
+
+One thread block of 2..1024 threads (step 2), N independent loads per thread, addresses by
+pattern: UNQ (a unique 128-byte block per load) or MergerK (K neighbouring threads load the same
+block). Each launch configuration runs `runs` times (the paper reports the harmonic mean of
+three); every thread's t2 - t1 of every run is kept. The work (threads, N, byte offsets) is built
+here once and executed by either backend (`backends/requests_sim.py`, `requests_cuda.py`).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+
+from ..backends.base import Backend
+from ..config import DeviceEntry
+from ..exceptions import ConfigError, DeviceUnavailable
+
+log = logging.getLogger(__name__)
+
+NAME = "requests"
+KERNELS = ("requests",)
+MAX_LOADS = 8  # kernels/requests.cu instantiates req_<path>_n1 .. n8
+MAX_THREADS = 1024
+PATTERNS = {"unq": 1, "merger2": 2, "merger4": 4, "merger8": 8, "merger16": 16, "merger32": 32}
+
+SCHEMA = pa.schema(
+    [
+        pa.field("point", pa.int32()),  # one launch configuration (pattern, N, threads)
+        pa.field("pattern", pa.string()),
+        pa.field("merge_threads", pa.int16()),  # K: threads sharing one block (1 for UNQ)
+        pa.field("loads_per_thread", pa.int8()),
+        pa.field("threads", pa.int16()),
+        pa.field("run", pa.int8()),
+        pa.field("block_bytes", pa.int32()),
+        pa.field("footprint_bytes", pa.int64()),  # distinct blocks x block_bytes
+        pa.field("elapsed_cycles", pa.list_(pa.uint32())),  # t2 - t1 of every thread
+        pa.field("sm_clock_mhz", pa.float32()),
+    ]
+)
+
+
+@dataclass(frozen=True)
+class ThreadRange:
+    start: int
+    stop: int
+    step: int
+
+    def counts(self) -> tuple[int, ...]:
+        return tuple(range(self.start, self.stop + 1, self.step))
+
+
+@dataclass(frozen=True)
+class RequestsSweep:
+    enabled: bool
+    path: str
+    patterns: tuple[str, ...]
+    loads_per_thread: tuple[int, ...]
+    threads: ThreadRange
+    runs: int
+    warmup_launches: int
+    block_bytes: int
+
+
+def parse_params(section: dict, key: str) -> RequestsSweep:
+    t = section["threads"]
+    sweep = RequestsSweep(
+        enabled=section["enabled"],
+        path=section["path"],
+        patterns=tuple(section["patterns"]),
+        loads_per_thread=tuple(section["loads_per_thread"]),
+        threads=ThreadRange(t["start"], t["stop"], t["step"]),
+        runs=section["runs"],
+        warmup_launches=section["warmup_launches"],
+        block_bytes=section["block_bytes"],
+    )
+    if sweep.threads.stop < sweep.threads.start:
+        raise ConfigError(
+            f"{key}.threads.stop: {sweep.threads.stop} is below start {sweep.threads.start}; "
+            "allowed: stop >= start"
+        )
+    if len(set(sweep.patterns)) != len(sweep.patterns):
+        raise ConfigError(f"{key}.patterns: {list(sweep.patterns)} repeats a pattern")
+    if len(set(sweep.loads_per_thread)) != len(sweep.loads_per_thread):
+        raise ConfigError(f"{key}.loads_per_thread: {list(sweep.loads_per_thread)} repeats")
+    if sweep.block_bytes & (sweep.block_bytes - 1):
+        raise ConfigError(f"{key}.block_bytes: {sweep.block_bytes} is not a power of two")
+    worst = max(sweep.loads_per_thread) * sweep.threads.stop * sweep.block_bytes
+    if worst >= 2**32:
+        raise ConfigError(
+            f"{key}: the largest footprint ({worst} bytes) does not fit 32-bit offsets; "
+            "use a smaller block_bytes"
+        )
+    return sweep
+
+
+@dataclass(frozen=True)
+class RequestsWork:
+    """One launch configuration of Listing 1, run `runs` times (after `warmup_launches` untimed
+    launches on a GPU): `offsets_bytes[t, j]` is the byte offset thread `t` loads with load `j`
+    from the start of the data array, through load path `path`."""
+
+    path: str
+    offsets_bytes: np.ndarray  # uint32, shape (threads, loads per thread)
+    runs: int
+    warmup_launches: int = 0
+
+    def __post_init__(self) -> None:
+        o = self.offsets_bytes
+        if o.dtype != np.uint32 or o.ndim != 2:
+            raise TypeError(f"offsets_bytes must be 2-D uint32, got {o.dtype} {o.shape}")
+        if not 1 <= o.shape[0] <= MAX_THREADS or not 1 <= o.shape[1] <= MAX_LOADS:
+            raise ValueError(
+                f"offsets_bytes shape {o.shape}: threads must be 1..{MAX_THREADS}, loads "
+                f"1..{MAX_LOADS}"
+            )
+
+    @property
+    def threads(self) -> int:
+        return int(self.offsets_bytes.shape[0])
+
+    @property
+    def loads_per_thread(self) -> int:
+        return int(self.offsets_bytes.shape[1])
+
+
+class NoRequestTable(DeviceUnavailable):
+    """The device has nothing to run Listing 1 on (a simulated profile without a request table);
+    the sweep then records no launch and the analysis reports every quantity undetermined."""
+
+
+@dataclass(frozen=True)
+class RequestsResult:
+    elapsed_cycles: np.ndarray  # uint32, shape (runs, threads)
+    sm_clock_mhz: float
+
+
+def pattern_offsets(
+    *, threads: int, loads_per_thread: int, merge_threads: int, block_bytes: int
+) -> np.ndarray:
+    """Byte offsets (threads, N): load j of thread t reads block ``j * G + t // K`` with
+    ``G = ceil(threads / K)`` blocks per load, so every load instruction touches its own blocks
+    (UNQ: K = 1) and exactly K neighbouring threads share each block (MergerK)."""
+    groups = -(-threads // merge_threads)
+    t = np.arange(threads)[:, None]
+    j = np.arange(loads_per_thread)[None, :]
+    return ((j * groups + t // merge_threads) * block_bytes).astype(np.uint32)
+
+
+@dataclass(frozen=True)
+class Point:
+    point: int
+    pattern: str
+    merge_threads: int
+    loads_per_thread: int
+    threads: int
+
+
+def plan(sweep: RequestsSweep) -> list[Point]:
+    points = []
+    for pattern in sweep.patterns:
+        for n in sweep.loads_per_thread:
+            for threads in sweep.threads.counts():
+                points.append(Point(len(points), pattern, PATTERNS[pattern], n, threads))
+    return points
+
+
+def run(
+    backend: Backend,
+    sweep: RequestsSweep,
+    *,
+    device: DeviceEntry,
+    inputs: dict | None = None,
+    progress: Callable[[int, int], None] | None = None,
+) -> pd.DataFrame:
+    """Run the sweep; one row per (launch configuration, run) holding every thread's time."""
+    from ..backends import requests_cuda, requests_sim  # noqa: F401 - register the handlers
+
+    points = plan(sweep)
+    cols: dict[str, list] = {name: [] for name in SCHEMA.names}
+    for p in points:
+        offsets = pattern_offsets(
+            threads=p.threads,
+            loads_per_thread=p.loads_per_thread,
+            merge_threads=p.merge_threads,
+            block_bytes=sweep.block_bytes,
+        )
+        work = RequestsWork(sweep.path, offsets, sweep.runs, sweep.warmup_launches)
+        try:
+            result = backend.run(work, seed=p.point)
+        except NoRequestTable as exc:
+            log.warning("requests: %s; the trace records no launch", exc)
+            break
+        # distinct blocks by construction of pattern_offsets: N x ceil(T / K)
+        footprint = p.loads_per_thread * -(-p.threads // p.merge_threads) * sweep.block_bytes
+        for r in range(sweep.runs):
+            cols["point"].append(p.point)
+            cols["pattern"].append(p.pattern)
+            cols["merge_threads"].append(p.merge_threads)
+            cols["loads_per_thread"].append(p.loads_per_thread)
+            cols["threads"].append(p.threads)
+            cols["run"].append(r)
+            cols["block_bytes"].append(sweep.block_bytes)
+            cols["footprint_bytes"].append(footprint)
+            cols["elapsed_cycles"].append(result.elapsed_cycles[r])
+            cols["sm_clock_mhz"].append(result.sm_clock_mhz)
+        if progress:
+            progress(p.point + 1, len(points))
+    if not cols["point"]:
+        return SCHEMA.empty_table().to_pandas()
+    return pd.DataFrame(cols)

@@ -1,0 +1,119 @@
+"""Report sections of the outstanding-request families (Lashgar et al.): numbers from the result
+document; the paper's values (config/papers/lashgar.yaml) only as the comparison column."""
+
+from __future__ import annotations
+
+from functools import cache
+from typing import Any
+
+import yaml
+
+from ..provenance import REPO_ROOT
+
+PAPER_FILE = REPO_ROOT / "config" / "papers" / "lashgar.yaml"
+
+
+@cache
+def _paper() -> dict[str, Any]:
+    if not PAPER_FILE.is_file():
+        return {}
+    return yaml.safe_load(PAPER_FILE.read_text()) or {}
+
+
+def paper_values(doc: dict[str, Any]) -> dict[str, Any]:
+    """The paper's values for the document's GPU (by device name), or {}."""
+    name = doc.get("device_info", {}).get("name")
+    return _paper().get("gpus", {}).get(name, {})
+
+
+def _q(q: dict[str, Any] | None) -> str:
+    if not q:
+        return "—"
+    if q.get("value") is None:
+        return f"undetermined: {q.get('undetermined', 'no reason recorded')}"
+    v = q["value"]
+    rng = q.get("range")
+    extra = f" (consistent: {rng[0]}–{rng[1]})" if rng and rng[0] != rng[1] else ""
+    return f"**{v}**{extra}"
+
+
+def _cite(p: dict[str, Any] | None) -> str:
+    if not p:
+        return "—"
+    return f"{p['value']} ({p['cite']})"
+
+
+def requests_section(doc: dict[str, Any], figures: list[str]) -> list[str]:
+    el = doc["elements"]["requests"]
+    paper = paper_values(doc)
+    pr = paper.get("requests", {})
+    lines = [
+        "### Outstanding memory requests (Lashgar et al., Thread-Latency plots)",
+        "",
+        "| quantity | measured | confidence | paper |",
+        "| --- | --- | --- | --- |",
+    ]
+    for key in ("kind", "entries", "merge_capacity", "max_outstanding", "per_warp_limit"):
+        q = el.get(key, {})
+        lines.append(f"| {key} | {_q(q)} | {q.get('confidence', '—')} | {_cite(pr.get(key))} |")
+    lines.append("")
+    if el.get("kind", {}).get("evidence"):
+        lines += [f"Evidence: {el['kind']['evidence']}.", ""]
+    spikes = {(s["pattern"], s.get("loads_per_thread")): s for s in paper.get("spikes", [])}
+    lines += [
+        "Saturation spike per sweep (the last thread count before the large rise, as the paper "
+        "reads its plots; smaller rises are issue and write-back serialisation):",
+        "",
+        "| pattern | N | saturation (threads) | rise (cycles) | first serialisation spike | "
+        "paper |",
+        "| --- | --- | --- | --- | --- | --- |",
+    ]
+    for s in doc.get("sweeps", []):
+        p = spikes.get((s["pattern"], s["loads_per_thread"])) or spikes.get((s["pattern"], None))
+        if p is None:
+            paper_cell = "—"
+        elif p.get("threads") is None:
+            paper_cell = f"no spike ({p['cite']})"
+        else:
+            paper_cell = f"{p['threads']} ({p['cite']})"
+        sat = s["saturation_threads"]
+        sat_cell = (
+            f"{sat} → {s['saturation_next_threads']}"
+            if sat is not None
+            else f"none up to {s['no_saturation_up_to_threads']}"
+        )
+        if s.get("merge_overflow_threads"):
+            sat_cell += f"; merge overflow after {s['merge_overflow_threads']}"
+        lines.append(
+            f"| {s['pattern']} | {s['loads_per_thread']} | {sat_cell} | "
+            f"{s['saturation_jump_cycles'] if sat is not None else '—'} | "
+            f"{s['first_serialisation_threads'] or '—'} | {paper_cell} |"
+        )
+    lines.append("")
+    fp = doc.get("footprint", {})
+    if fp:
+        text = f"Largest footprint {fp['max_footprint_bytes'] / 1024:g} KiB"
+        if fp.get("l2_size_bytes"):
+            verdict = "below" if fp.get("below_l2") else "NOT below"
+            text += f", {verdict} the measured L2 ({fp['l2_size_bytes'] / 1024:g} KiB)"
+        lines += [text + ": the loads hit the L2, as in the paper (Sec. 3.3).", ""]
+    return lines
+
+
+def l2_flush_section(doc: dict[str, Any], figures: list[str]) -> list[str]:
+    q = doc["elements"]["l2"]["size_bytes"]
+    paper = paper_values(doc).get("l2_size_bytes")
+    measured = f"**{q['value'] / 1024:g} KiB**" if q.get("value") is not None else _q(q)
+    lines = [
+        "### L2 size from a flushed and unflushed copy (Lashgar et al., Sec. 3.3)",
+        "",
+        "| quantity | measured | confidence | paper |",
+        "| --- | --- | --- | --- |",
+        f"| l2 size | {measured} | {q.get('confidence', '—')} | "
+        + (f"{paper['value'] / 1024:g} KiB ({paper['cite']})" if paper else "—")
+        + " |",
+        "",
+    ]
+    if q.get("evidence"):
+        lines += [f"Evidence: {q['evidence']}.", ""]
+    return lines
