@@ -1,0 +1,225 @@
+"""The `tlbs` family: analysis pieces on synthetic signals with known answers, and the whole
+sweep + analysis on simulated twins (TPDS Table V / Fig. 10 values) and on a profile the code
+has never seen (tests/data/unseen_tlb.yaml)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from gpudissect.analysis import tlb
+from gpudissect.backends.base import ChaseWork
+from gpudissect.backends.sim import SimBackend
+from gpudissect.config import load_schema
+from gpudissect.exceptions import ConfigError
+from gpudissect.experiments import tlbs
+
+REPO = Path(__file__).resolve().parents[1]
+MIB = 2**20
+
+
+def default_section(name: str) -> dict:
+    """The schema defaults of an experiment section (what an empty config gets)."""
+    props = load_schema()["$defs"]["experiments"]["properties"][name]["properties"]
+    return {k: v["default"] for k, v in props.items()}
+
+
+# --- analysis on synthetic data -------------------------------------------------------------
+def test_find_levels_separates_a_six_cycle_step_next_to_a_large_level():
+    # 20000 samples at 230, 1500 at 236, 3000 at 289 (jitter sd 1.2, rounded), 20 outliers
+    # at +400: three levels, the outliers in none; boundaries halfway between the medians.
+    rng = np.random.default_rng(1)
+    parts = [
+        np.rint(c + rng.normal(0, 1.2, n)) for c, n in ((230, 20000), (236, 1500), (289, 3000))
+    ]
+    values = np.concatenate([*parts, np.full(20, 630.0)])
+    levels = tlb.find_levels(values, sigma=tlb.robust_sigma(parts[0]))
+    assert [lv.center for lv in levels] == [230.0, 236.0, 289.0]
+    assert levels[0].hi == pytest.approx(233.0) and levels[1].hi == pytest.approx(262.5)
+    assert tlb.assign(np.array([630.0]), levels)[0] == -1
+
+
+def test_misses_per_traversal_takes_the_median_traversal():
+    # walk of 4 elements, 3 traversals: misses 2, 2, 3 (a stray outlier) -> median 2, spread 1
+    slow = np.array([1, 1, 0, 0, 1, 0, 1, 0, 1, 1, 1, 0, 1], dtype=bool)
+    assert tlb.misses_per_traversal(slow, 4) == (2.0, 1.0)
+
+
+def test_miss_spacing_is_the_page_at_strides_below_it():
+    # stride 512 KiB, 2 MiB pages: every 4th access misses (the first of each page)
+    addr = np.arange(64) * 512 * 1024
+    slow = addr % (2 * MIB) == 0
+    slow[10] = True  # a stray outlier does not move the mode
+    spacing, share = tlb.miss_spacing(addr, slow)
+    assert spacing == 2 * MIB and share > 0.8
+
+
+def _counts(entries, increments, *, start=None):
+    """Misses per traversal for walks of start..entries+len(increments) pages."""
+    start = start or entries - 2
+    rows, k = [], 0
+    for m in range(start, entries + len(increments) + 1):
+        if m > entries:
+            k += increments[m - entries - 1]
+        rows.append({"elements": m, "l2_misses": float(k), "l2_spread": 0.0})
+    return pd.DataFrame(rows)
+
+
+def test_set_structure_reads_unequal_sets_as_tpds_fig10():
+    # 65 entries; LRU sets overflow one at a time: 17 ways -> 18 misses, then six of 8 -> +9
+    # each, then +1 per page. Ways = increment - 1, and 17 + 6 * 8 = 65 = entries.
+    st = tlb.set_structure(_counts(65, [18, 9, 9, 9, 9, 9, 9, 1, 1]), "l2")
+    assert (st.entries, st.sets, st.ways, st.policy) == (65, 7, (17, 8, 8, 8, 8, 8, 8), "lru")
+
+
+def test_set_structure_accepts_the_tpds_count_reading():
+    # TPDS counts 17 then 8 more per 2 MB: if the increments themselves add up to the entries,
+    # they are the ways (17 + 6 * 8 = 65)
+    st = tlb.set_structure(_counts(65, [17, 8, 8, 8, 8, 8, 8, 1, 1]), "l2")
+    assert st.ways == (17, 8, 8, 8, 8, 8, 8)
+
+
+def test_set_structure_refuses_increments_that_do_not_add_up():
+    # 40 entries but sets of 5 + 5: neither reading adds up -> no ways
+    st = tlb.set_structure(_counts(40, [6, 6, 1, 1]), "l2")
+    assert st.entries == 40 and st.ways is None
+
+
+def test_set_structure_wants_an_end_to_the_overflows():
+    st = tlb.set_structure(_counts(64, [5, 5, 5]), "l2")
+    assert st.sets is None and "do not end" in st.evidence
+
+
+# --- experiment plumbing ------------------------------------------------------------------------
+def test_sequence_work_walks_the_sequence_cyclically():
+    seq = np.array([0, 524288, 1048576], dtype=np.int64)
+    work = tlbs.sequence_work("cg", seq, warmup_steps=3, record_steps=4)
+    assert isinstance(work, ChaseWork)
+    assert work.walk(7).tolist() == [0, 524288, 1048576, 0, 524288, 1048576, 0]
+
+
+def test_element_grid_is_dense_then_geometric_and_capped():
+    sweep = tlbs.parse_params(default_section("tlbs"), "tlbs")
+    grid = tlbs.element_grid(sweep, 16 * MIB)
+    assert grid[:7] == [2, 3, 4, 5, 6, 7, 8]
+    assert grid[-1] * 16 * MIB <= sweep.max_array_bytes
+    ratios = np.diff(np.log2(grid[7:]))
+    assert np.all(ratios < 0.4)
+
+
+def test_parse_params_refuses_record_steps_above_the_max():
+    section = default_section("tlbs") | {"record_steps": 4096}
+    with pytest.raises(ConfigError, match="max_record_steps"):
+        tlbs.parse_params(section, "experiments.tlbs")
+
+
+# --- twins: the real sweep and analysis ---------------------------------------------------------
+def _run(profile: str, stages=("reach", "pages", "window")) -> dict:
+    sweep = tlbs.parse_params(default_section("tlbs"), "tlbs")
+    backend = SimBackend(profile_path=REPO / profile, seed=3)
+    data = tlbs.run(backend, sweep, device=None)
+    assert set(data["stage"]) == set(stages)
+    # the index each load returned is the next position of its walk
+    assert (data["index"].to_numpy()[:-1] == data["position"].to_numpy()[1:]).mean() > 0.99
+    return tlb.analyse(data, provenance={"device": Path(profile).stem})
+
+
+def _v(doc, element, key):
+    return doc["elements"][element][key]["value"]
+
+
+@pytest.fixture(scope="module")
+def gtx780():
+    return _run("config/devices/gtx780.yaml")
+
+
+@pytest.mark.parametrize("profile", ["gtx560ti", "gtx980"])
+def test_twin_recovers_tpds_table_v(profile):
+    # TPDS Table V: 2 MB pages; L1 TLB 16 entries, 1 set; L2 TLB 65 entries in one set of 17
+    # and six of 8 (Fig. 10); LRU
+    doc = _run(f"config/devices/{profile}.yaml")
+    for element in ("l1_tlb", "l2_tlb"):
+        assert _v(doc, element, "page_bytes") == 2 * MIB
+    assert _v(doc, "l1_tlb", "entries") == 16
+    assert _v(doc, "l1_tlb", "ways_per_set") == [16]
+    assert _v(doc, "l2_tlb", "entries") == 65
+    assert _v(doc, "l2_tlb", "sets") == 7
+    assert _v(doc, "l2_tlb", "ways_per_set") == [17, 8, 8, 8, 8, 8, 8]
+    assert _v(doc, "l2_tlb", "policy") == "lru"
+    window = doc["page_table"]["page_table_window_bytes"]["value"]
+    # TPDS Sec. 5.2(1): 512 MB on Kepler and Maxwell; none on Fermi
+    assert window == (None if profile == "gtx560ti" else 512 * MIB)
+    # penalties: NPC Table 3 / TPDS Fig. 14 differences (Fermi 27 and 84, Maxwell 11 and 64)
+    l1, l2 = {"gtx560ti": (27, 84), "gtx980": (11, 64)}[profile]
+    assert _v(doc, "l1_tlb", "miss_penalty_cycles") == pytest.approx(l1, rel=0.03)
+    assert _v(doc, "l2_tlb", "miss_penalty_cycles") == pytest.approx(l2, rel=0.03)
+
+
+def test_kepler_twin_window_and_penalties(gtx780):
+    # NPC Table 3 Kepler: P2 - P1 = 6, P3 - P2 = 53, P6 - P5 = 266; 512 MB window
+    assert _v(gtx780, "l1_tlb", "miss_penalty_cycles") == pytest.approx(6, abs=0.5)
+    assert _v(gtx780, "l2_tlb", "miss_penalty_cycles") == pytest.approx(53, rel=0.03)
+    pt = gtx780["page_table"]
+    assert pt["page_table_window_bytes"]["value"] == 512 * MIB
+    assert pt["window_switch_penalty_cycles"]["value"] == pytest.approx(266, rel=0.03)
+    assert _v(gtx780, "l2_tlb", "ways_per_set") == [17, 8, 8, 8, 8, 8, 8]
+
+
+def test_unseen_profile_is_recovered():
+    # tests/data/unseen_tlb.yaml: 64 KiB pages, L1 TLB 32 entries fully associative (+20),
+    # L2 TLB 32 sets x 4 ways (+70), 256 MiB window (+150)
+    doc = _run("tests/data/unseen_tlb.yaml")
+    assert _v(doc, "l1_tlb", "page_bytes") == 65536
+    assert _v(doc, "l1_tlb", "entries") == 32
+    assert _v(doc, "l1_tlb", "sets") == 1
+    assert _v(doc, "l2_tlb", "entries") == 128
+    assert _v(doc, "l2_tlb", "sets") == 32
+    assert _v(doc, "l2_tlb", "ways_per_set") == [4] * 32
+    assert _v(doc, "l1_tlb", "miss_penalty_cycles") == pytest.approx(20, rel=0.03)
+    assert _v(doc, "l2_tlb", "miss_penalty_cycles") == pytest.approx(70, rel=0.03)
+    assert doc["page_table"]["page_table_window_bytes"]["value"] == 256 * MIB
+    assert doc["page_table"]["window_switch_penalty_cycles"]["value"] == pytest.approx(
+        150, rel=0.03
+    )
+
+
+def test_profile_without_tlbs_is_undetermined_not_guessed():
+    # no TLB: no access of the reach stage is slower than the base, the later stages are skipped
+    doc = _run("tests/data/tiny_profile.yaml", stages=("reach",))
+    assert doc["elements"]["l1_tlb"]["page_bytes"]["value"] is None
+    assert "undetermined" in doc["elements"]["l2_tlb"]["entries"]
+
+
+@pytest.fixture(scope="module")
+def gpu_backend(tmp_path_factory, nvcc):
+    from gpudissect.backends.cuda import CudaBackend
+    from gpudissect.devices import detect_arch
+    from gpudissect.kernels import compile_kernel
+
+    out = tmp_path_factory.mktemp("build")
+    compile_kernel(REPO / "kernels/pchase.cu", arch=detect_arch(0), output=out / "pchase.cubin")
+    with CudaBackend(index=0, cubin_dir=out) as backend:
+        yield backend
+
+
+@pytest.mark.gpu
+def test_gpu_tlb_sweep_is_sane(gpu_backend):
+    """On the GPU (default sweep, about a minute): the addresses follow the chain, and what is
+    determined is physically sane (a page of 4 KiB..2 GiB, positive penalties, entries that
+    match the reach); what is not is undetermined with a reason."""
+    sweep = tlbs.parse_params(default_section("tlbs"), "tlbs")
+    data = tlbs.run(gpu_backend, sweep, device=None)
+    assert (data["index"].to_numpy()[:-1] == data["position"].to_numpy()[1:]).mean() > 0.99
+    doc = tlb.analyse(data, provenance={"device": "gpu"})
+    for element in ("l1_tlb", "l2_tlb"):
+        for key, q in doc["elements"][element].items():
+            assert q.get("value") is not None or q.get("undetermined"), (element, key)
+    page = doc["elements"]["l1_tlb"]["page_bytes"]["value"]
+    if page is not None:
+        assert 4096 <= page <= 2**31
+    for element in ("l1_tlb", "l2_tlb"):
+        pen = doc["elements"][element]["miss_penalty_cycles"].get("value")
+        assert pen is None or pen > 0

@@ -1,0 +1,713 @@
+"""TLB structure from the `tlbs` sweep (Mei & Chu, TPDS Sec. 4.4, Fig. 10; NPC Sec. 4.2).
+
+The trace holds three stages of fine-grained P-chases on one load path (`cg` by default: data
+stay in the L2 after the warm-up pass, so every latency step is a translation effect):
+
+- `reach`: for each stride s, cyclic walks over m = 2, 3, ... elements (array m * s).
+  * page size, by the spacing of L1-TLB misses: past the L1-TLB reach, a walk with s < page
+    misses once per page (the first element of each page; the others hit the entry just filled),
+    so consecutive missing accesses lie one page apart; with s >= page every access misses and
+    they lie s apart. The page is that spacing at the smallest strides.
+  * corroborated by the first-miss array size N*(s) (the largest array with no TLB miss):
+    E x page for every s <= page, E x s beyond.
+- `pages`: walks of m pages at stride = page (chosen from the reach stage). The latency levels
+  (base = data hit with every TLB hit, then the L1-TLB-miss level, then the L2-TLB-miss level)
+  are found from the histogram; entries = largest m with no miss of a level; sets and ways by
+  TPDS Fig. 10's reading: adding one page past the reach makes one more set overflow, and an
+  LRU set that overflows by one misses on all its pages every traversal (ways + 1); once every
+  set overflows, each further page adds one miss. The increments of misses per traversal thus
+  list the sets; their ways must add up to the entries.
+- `window`: one cold walk over fresh pages (page-walk misses) of up to 2 GiB; a page-table
+  window switch (TPDS Sec. 5.2(1), pattern P6) shows as a higher level at regularly spaced
+  addresses; the window is that spacing.
+
+Sees only the trace (and the per-access addresses it records).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from ..exceptions import AnalysisError
+from .misses import FirstMissDetector
+from .result import quantity, undetermined
+
+_MAD_TO_SIGMA = 1.4826
+ELEMENT_BYTES = 4
+
+
+# --- latency levels ---------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Level:
+    center: float  # median latency of the samples in the level
+    lo: float  # samples in [lo, hi) belong to it
+    hi: float
+    count: int
+
+
+def robust_sigma(values: np.ndarray) -> float:
+    """Gaussian-equivalent spread (1.4826 MAD), at least 0.5 cycle (latencies are integers)."""
+    v = np.asarray(values, dtype=np.float64)
+    if v.size == 0:
+        return 0.5
+    return max(0.5, _MAD_TO_SIGMA * float(np.median(np.abs(v - np.median(v)))))
+
+
+def find_levels(
+    values: np.ndarray,
+    *,
+    sigma: float,
+    min_count: int = 8,
+    min_share: float = 0.002,
+    valley_ratio: float = 0.6,
+) -> list[Level]:
+    """The discrete latency levels of `values` (ascending): peaks of the 1-cycle histogram,
+    lightly smoothed, separated by valleys below `valley_ratio` of the smaller peak; levels with
+    fewer than max(min_count, min_share * n) samples (timing outliers) are dropped."""
+    v = np.asarray(values, dtype=np.float64)
+    v = v[np.isfinite(v)]
+    if v.size == 0:
+        return []
+    # far outliers (preemption on a GPU) would make the histogram huge: ignore beyond 50x median
+    v = v[v <= 50 * max(np.median(v), 1.0)]
+    lo = np.floor(v.min()) - 8
+    bins = np.floor(v - lo).astype(np.int64)
+    hist = np.bincount(bins, minlength=int(bins.max()) + 9).astype(np.float64)
+    width = max(0.6, 0.45 * sigma)
+    half = int(np.ceil(4 * width))
+    kernel = np.exp(-0.5 * (np.arange(-half, half + 1) / width) ** 2)
+    smooth = np.convolve(hist, kernel / kernel.sum(), mode="same")
+    peaks = [
+        i
+        for i in range(1, len(smooth) - 1)
+        if smooth[i] > smooth[i - 1] and smooth[i] >= smooth[i + 1] and smooth[i] > 1e-9
+    ]
+    if not peaks:
+        return []
+    # basins: [edge_k, edge_k+1) around each peak, edges at the lowest point between peaks
+    edges = [0]
+    for a, b in zip(peaks[:-1], peaks[1:], strict=True):
+        edges.append(a + int(np.argmin(smooth[a : b + 1])))
+    edges.append(len(smooth))
+    basins = [[p, edges[k], edges[k + 1]] for k, p in enumerate(peaks)]
+    merged = True
+    while merged and len(basins) > 1:  # merge peaks that no clear valley separates
+        merged = False
+        for k in range(len(basins) - 1):
+            a, b = basins[k], basins[k + 1]
+            valley = smooth[a[2]] if a[2] < len(smooth) else 0.0
+            if valley > valley_ratio * min(smooth[a[0]], smooth[b[0]]):
+                top = a[0] if smooth[a[0]] >= smooth[b[0]] else b[0]
+                basins[k : k + 2] = [[top, a[1], b[2]]]
+                merged = True
+                break
+    need = max(min_count, min_share * v.size)
+    kept = []
+    for _, a, b in basins:
+        inside = v[(bins >= a) & (bins < b)]
+        if inside.size >= need:
+            kept.append((float(np.median(inside)), lo + a, lo + b))
+    # between two levels the boundary is the midpoint of their medians: the valley of the
+    # pooled histogram leans towards the smaller level, which would count its tail as the other
+    levels = []
+    for k, (center, a, b) in enumerate(kept):
+        lower = a if k == 0 else (kept[k - 1][0] + center) / 2
+        upper = b if k == len(kept) - 1 else (center + kept[k + 1][0]) / 2
+        inside = v[(v >= lower) & (v < upper)]
+        levels.append(Level(center, float(lower), float(upper), int(inside.size)))
+    return levels
+
+
+def assign(values: np.ndarray, levels: list[Level]) -> np.ndarray:
+    """Index of the level each value falls in (-1: in none, e.g. a timing outlier)."""
+    v = np.asarray(values, dtype=np.float64)
+    out = np.full(v.shape, -1, dtype=np.int64)
+    for k, lev in enumerate(levels):
+        out[(v >= lev.lo) & (v < lev.hi)] = k
+    return out
+
+
+def level_containing(levels: list[Level], value: float) -> int | None:
+    for k, lev in enumerate(levels):
+        if lev.lo <= value < lev.hi:
+            return k
+    return None
+
+
+# --- per-launch statistics --------------------------------------------------------------------
+def misses_per_traversal(slow: np.ndarray, elements: int) -> tuple[float, float]:
+    """Median and spread (max - min) of the slow accesses per full traversal of a cyclic walk
+    of `elements` elements (consecutive windows of `elements` recorded steps). The median
+    ignores a traversal with a stray timing outlier."""
+    n = len(slow) // elements
+    if n == 0:
+        return float(np.sum(slow)) * elements / max(len(slow), 1), float("nan")
+    per = np.asarray(slow[: n * elements]).reshape(n, elements).sum(axis=1)
+    return float(np.median(per)), float(per.max() - per.min())
+
+
+def at_or_above(values: np.ndarray, levels: list[Level], k: int) -> np.ndarray:
+    """Whether each value lies in level k or a higher one (values in no level, such as timing
+    outliers between levels, do not count)."""
+    idx = assign(values, levels)
+    return idx >= k
+
+
+def miss_spacing(addresses: np.ndarray, slow: np.ndarray) -> tuple[int | None, float]:
+    """The most common positive address distance between consecutive slow accesses, and the
+    share of distances equal to it."""
+    a = np.asarray(addresses)[np.asarray(slow, dtype=bool)]
+    d = np.diff(a)
+    d = d[d > 0]
+    if d.size == 0:
+        return None, 0.0
+    values, counts = np.unique(d, return_counts=True)
+    k = int(np.argmax(counts))
+    return int(values[k]), float(counts[k] / d.size)
+
+
+# --- the reach stage: page size and L1-TLB reach ----------------------------------------------
+@dataclass(frozen=True)
+class StrideReach:
+    stride_bytes: int
+    fit_bytes: int | None  # largest array with no TLB miss (None: none misses / undecided)
+    fit_elements: int | None
+    first_miss_elements: int | None
+    spacing_bytes: int | None  # spacing of misses in the largest missing walk
+    spacing_share: float
+
+
+@dataclass(frozen=True)
+class Reach:
+    base: Level
+    sigma: float
+    strides: tuple[StrideReach, ...]
+    page_bytes: int | None
+    page_evidence: str
+    page_confidence: float
+    # (largest walk without, shortest walk with an L1-TLB miss) at the first stride >= page
+    l1_entries_estimate: tuple[int, int] | None
+
+
+def _slow_threshold(lat: np.ndarray, ref: np.ndarray) -> tuple[Level, float, float]:
+    """The base level (that of the reference samples) and the value above which an access is a
+    TLB miss: the base level's upper edge."""
+    sigma = robust_sigma(ref)
+    levels = find_levels(lat, sigma=sigma)
+    k = level_containing(levels, float(np.median(ref)))
+    if k is None:
+        med = float(np.median(ref))
+        base = Level(med, med - 3 * sigma, med + 3 * sigma, int(ref.size))
+    else:
+        base = levels[k]
+    return base, sigma, base.hi
+
+
+def fit_reach(df: pd.DataFrame) -> Reach | None:
+    """Page size and L1-TLB reach from the `reach` stage rows (None when there are none)."""
+    if df.empty:
+        return None
+    ref = df.loc[df["elements"] <= 3, "latency_cycles"].to_numpy(np.float64)
+    if ref.size == 0:
+        raise AnalysisError("the reach stage has no walk of <= 3 elements to set the base level")
+    lat = df["latency_cycles"].to_numpy(np.float64)
+    base, sigma, threshold = _slow_threshold(lat, ref)
+    rows = []
+    for stride, g in df.groupby("stride_bytes", sort=True):
+        by_m = dict(tuple(g.groupby("elements", sort=True)))
+        ms = sorted(by_m)
+        groups = [(by_m[m]["latency_cycles"].to_numpy(np.float64) >= threshold) for m in ms]
+        fit_e = first_e = None
+        if len(ms) >= 3:
+            det = FirstMissDetector(min_margin_cycles=0.5, min_relative_margin=0.0).fit(
+                ms, [x.astype(np.float64) for x in groups]
+            )
+            if det.result is not None and det.reference_ok:
+                fit_e, first_e = int(det.result.x_before), int(det.result.x_after)
+        spacing, share = None, 0.0
+        if first_e is not None:
+            last = by_m[ms[-1]].sort_values("step")
+            addr = last["position"].to_numpy(np.int64) * ELEMENT_BYTES
+            spacing, share = miss_spacing(addr, last["latency_cycles"].to_numpy() >= threshold)
+        rows.append(
+            StrideReach(
+                int(stride),
+                None if fit_e is None else fit_e * int(stride),
+                fit_e,
+                first_e,
+                spacing,
+                share,
+            )
+        )
+    page, evidence, confidence = _page_from_spacing(rows)
+    l1 = None
+    if page is not None:
+        at_page = [r for r in rows if r.stride_bytes >= page and r.fit_elements is not None]
+        if at_page:
+            l1 = (at_page[0].fit_elements, at_page[0].first_miss_elements)
+    return Reach(base, sigma, tuple(rows), page, evidence, confidence, l1)
+
+
+def _page_from_spacing(rows: list[StrideReach]) -> tuple[int | None, str, float]:
+    seen = [r for r in rows if r.spacing_bytes is not None]
+    if not seen:
+        return None, "no stride shows TLB misses within the swept arrays", 0.0
+    small = seen[0]
+    if small.spacing_bytes <= small.stride_bytes:
+        return (
+            None,
+            f"slow accesses lie one stride apart already at the smallest stride "
+            f"({small.stride_bytes} bytes): every access there is slow (data-cache misses, or "
+            "pages no larger than the stride); sweep smaller strides or smaller arrays",
+            0.0,
+        )
+    page = small.spacing_bytes
+    agree = [r.spacing_bytes == (page if r.stride_bytes < page else r.stride_bytes) for r in seen]
+    fits = {r.stride_bytes: r.fit_bytes for r in rows if r.fit_bytes is not None}
+    table = ", ".join(
+        f"{s // 1024} KiB: {'-' if f is None else f'{f / 2**20:g} MiB'}" for s, f in fits.items()
+    )
+    evidence = (
+        f"past the L1-TLB reach, consecutive TLB misses lie {page} bytes apart at every stride "
+        f"below it ({sum(agree)}/{len(agree)} strides agree: spacing = max(stride, page)); "
+        f"largest array without a miss, N*(s), by stride: {table}"
+    )
+    confidence = float(np.mean(agree)) * float(np.mean([r.spacing_share for r in seen]))
+    return page, evidence, confidence
+
+
+# --- the pages stage: levels, entries, sets, penalties ----------------------------------------
+@dataclass(frozen=True)
+class PageWalks:
+    page_bytes: int
+    levels: tuple[Level, ...]  # base, L1-TLB miss, L2-TLB miss (those found)
+    l1_index: int | None  # index into levels
+    l2_index: int | None
+    counts: pd.DataFrame  # elements, l1_misses, l2_misses (per traversal), spreads
+
+
+def page_levels(
+    df: pd.DataFrame, sigma: float, base_value: float
+) -> tuple[list[Level], int, int | None, int | None]:
+    """Levels of the stride = page walks: the base level and the first two levels above it to
+    appear as the walk grows (L1-TLB miss, then L2-TLB miss)."""
+    lat = df["latency_cycles"].to_numpy(np.float64)
+    levels = find_levels(lat, sigma=sigma)
+    b = level_containing(levels, base_value)
+    if b is None:
+        return levels, -1, None, None
+    idx = assign(lat, levels)
+    appear = {}
+    for m, g in df.assign(level=idx).groupby("elements", sort=True):
+        counts = g["level"].value_counts()
+        for k, c in counts.items():
+            if k > b and k not in appear and c >= max(3, 0.02 * len(g)):
+                appear[int(k)] = int(m)
+    order = sorted(appear, key=lambda k: (appear[k], k))
+    l1 = order[0] if order else None
+    l2 = next((k for k in order[1:] if k > l1), None) if l1 is not None else None
+    return levels, b, l1, l2
+
+
+def fit_pages(df: pd.DataFrame, *, sigma: float, base_value: float) -> PageWalks | None:
+    if df.empty:
+        return None
+    page = int(df["stride_bytes"].iloc[0])
+    levels, b, l1, l2 = page_levels(df, sigma, base_value)
+    if b < 0:
+        return PageWalks(page, tuple(levels), None, None, pd.DataFrame())
+    rows = []
+    for m, g in df.groupby("elements", sort=True):
+        g = g.sort_values("step")
+        lat = g["latency_cycles"].to_numpy(np.float64)
+        row = {"elements": int(m), "steps": len(g)}
+        for name, k in (("l1", l1), ("l2", l2)):
+            if k is None:
+                row[f"{name}_misses"], row[f"{name}_spread"] = np.nan, np.nan
+                continue
+            mean, spread = misses_per_traversal(at_or_above(lat, levels, k), int(m))
+            row[f"{name}_misses"], row[f"{name}_spread"] = mean, spread
+        rows.append(row)
+    return PageWalks(page, tuple(levels), l1, l2, pd.DataFrame(rows))
+
+
+@dataclass(frozen=True)
+class SetStructure:
+    entries: int | None
+    sets: int | None
+    ways: tuple[int, ...] | None
+    increments: tuple[int, ...]
+    policy: str | None
+    evidence: str
+    confidence: float
+
+
+def set_structure(counts: pd.DataFrame, column: str) -> SetStructure:
+    """Entries, sets and ways from misses per traversal against walk length (TPDS Fig. 10)."""
+    c = counts[["elements", f"{column}_misses", f"{column}_spread"]].dropna()
+    if c.empty:
+        return SetStructure(None, None, None, (), None, "no walk was counted", 0.0)
+    m = c["elements"].to_numpy(np.int64)
+    k = np.rint(c[f"{column}_misses"].to_numpy()).astype(np.int64)
+    missing = np.nonzero(k > 0)[0]
+    if missing.size == 0:
+        return SetStructure(None, None, None, (), None, f"no miss up to {m.max()} pages", 0.0)
+    # entries: the largest walk before the first walk that misses, if the walks are dense there
+    first = int(missing[0])
+    if first == 0 or m[first] - m[first - 1] != 1 or np.any(k[first:] == 0):
+        return SetStructure(
+            None,
+            None,
+            None,
+            (),
+            None,
+            f"misses begin between {m[max(first - 1, 0)]} and {m[first]} pages, but the walks "
+            "there are not one page apart (or some longer walk has no miss)",
+            0.0,
+        )
+    entries = int(m[first - 1])
+    incs = []
+    prev = 0
+    for i in range(first, len(m)):
+        if m[i] - m[i - 1] != 1:
+            break
+        incs.append(int(k[i] - prev))
+        prev = int(k[i])
+    # periodic: every traversal of the one-page-apart walks past the reach misses alike (stray
+    # timing outliers or data misses may move a count by one or two)
+    spread = c[f"{column}_spread"].to_numpy()[first : first + len(incs)]
+    tolerance = np.maximum(2.0, 0.05 * k[first : first + len(incs)])
+    periodic = bool(np.all(np.nan_to_num(spread, nan=0.0) <= tolerance))
+    # leading increments > 1 are sets overflowing; a 1 means every set overflows already
+    big = []
+    for d in incs:
+        if d <= 1:
+            break
+        big.append(d)
+    complete = len(big) < len(incs) and incs[len(big)] == 1
+    text = (
+        f"{entries} pages fit; misses per traversal grow by {incs[:12]} as the walk grows by "
+        f"one page past that"
+    )
+    if not big or not complete:
+        return SetStructure(
+            entries,
+            None,
+            None,
+            tuple(incs),
+            None,
+            text + ": the set overflows do not end within the swept walks",
+            0.3,
+        )
+    for lru_extra, name in (
+        (1, "every page of an overflowing set misses (ways + 1)"),
+        (0, "ways = missed entries (TPDS Sec. 4.4 count)"),
+    ):
+        ways = tuple(d - lru_extra for d in big)
+        if sum(ways) == entries and min(ways) > 0:
+            policy = "lru" if periodic else "non-lru"
+            return SetStructure(
+                entries,
+                len(ways),
+                ways,
+                tuple(incs),
+                policy,
+                text + f"; {len(ways)} set(s) overflow in turn, {name}: ways {list(ways)}, "
+                f"sum {sum(ways)} = entries; misses per traversal "
+                f"{'constant (periodic walk)' if periodic else 'vary between traversals'}",
+                0.95 if periodic else 0.6,
+            )
+    return SetStructure(
+        entries,
+        None,
+        None,
+        tuple(incs),
+        "non-lru" if not periodic else None,
+        text + ": the increments do not add up to the entries under LRU",
+        0.2,
+    )
+
+
+# --- the window stage ------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Window:
+    window_bytes: int | None
+    switch_penalty_cycles: float | None
+    cold_latency_cycles: float | None
+    switch_addresses: tuple[int, ...]
+    evidence: str
+    confidence: float
+
+
+def fit_window(df: pd.DataFrame, *, sigma: float) -> Window:
+    if df.empty:
+        return Window(None, None, None, (), "no window probe in the trace", 0.0)
+    # the first access of a launch starts the walk: it is excluded
+    body = df[df["step"] > 0]
+    lat = body["latency_cycles"].to_numpy(np.float64)
+    levels = find_levels(lat, sigma=sigma, min_count=2, min_share=0.0)
+    if not levels:
+        return Window(None, None, None, (), "no latency level in the probe", 0.0)
+    cold = max(range(len(levels)), key=lambda k: levels[k].count)
+    span = int((body["position"].max() + 1) * ELEMENT_BYTES)
+    reps = body["repetition"].nunique()
+    higher = [k for k in range(cold + 1, len(levels))]
+    addr = body["position"].to_numpy(np.int64) * ELEMENT_BYTES
+    idx = assign(lat, levels)
+    for k in higher:
+        hits = pd.Series(addr[idx == k]).value_counts()
+        regular = np.sort(hits[hits >= max(2, (reps + 1) // 2)].index.to_numpy())
+        if regular.size == 0:
+            continue
+        spacing = np.diff(np.concatenate([[0], regular]))
+        window = int(np.median(spacing))
+        consistent = bool(np.all(spacing == window))
+        pen = float(levels[k].center - levels[cold].center)
+        expected = span // window
+        return Window(
+            window,
+            pen,
+            levels[cold].center,
+            tuple(int(a) for a in regular),
+            f"cold walk over {span / 2**20:g} MiB of fresh pages ({reps} launches): the "
+            f"{levels[k].center:.0f}-cycle level (+{pen:.0f} over the cold walk's "
+            f"{levels[cold].center:.0f}) occurs at addresses {[int(a) for a in regular[:6]]} "
+            f"from the array start, every {window} bytes"
+            + ("" if consistent else " (spacing not constant)"),
+            (0.95 if consistent and regular.size >= 2 else 0.5)
+            * min(1.0, regular.size / max(expected, 1)),
+        )
+    return Window(
+        None,
+        None,
+        levels[cold].center,
+        (),
+        f"no recurring level above the cold walk ({levels[cold].center:.0f} cycles) over "
+        f"{span / 2**20:g} MiB of fresh pages: no page-table window switch, or a window larger "
+        "than the probe",
+        0.0,
+    )
+
+
+# --- the document ----------------------------------------------------------------------------
+METHOD_PAGE = (
+    "fine-grained P-chase at strides around the page (TPDS Sec. 4.4): spacing of TLB misses "
+    "past the L1-TLB reach; first-miss array size N*(s) as corroboration"
+)
+METHOD_SETS = (
+    "misses per traversal as the walk grows by one page past the reach (TPDS Fig. 10): each "
+    "increment > 1 is one more set overflowing"
+)
+
+
+def _levels_doc(levels, b, l1, l2) -> dict[str, Any]:
+    names = {b: "base", l1: "l1_tlb_miss", l2: "l2_tlb_miss"}
+    return {
+        names.get(k, f"level_{k}"): {"latency_cycles": lev.center, "samples": lev.count}
+        for k, lev in enumerate(levels)
+    }
+
+
+def _penalty(levels, lo, hi, df, what: str) -> dict[str, Any]:
+    if lo is None or hi is None:
+        return undetermined(f"no {what} level found")
+    pen = levels[hi].center - levels[lo].center
+    return quantity(
+        round(pen, 1),
+        unit="cycles",
+        confidence=min(1.0, min(levels[hi].count, levels[lo].count) / 50),
+        method="difference of the median latencies of two levels of the stride = page walks",
+        evidence=(
+            f"{what}: level {levels[hi].center:.0f} cycles ({levels[hi].count} accesses) minus "
+            f"{levels[lo].center:.0f} ({levels[lo].count})"
+        ),
+    )
+
+
+def _structure_quantities(st: SetStructure, page: int, *, unit_note: str) -> dict[str, Any]:
+    q: dict[str, Any] = {}
+    if st.entries is None:
+        q["entries"] = undetermined(st.evidence)
+    else:
+        q["entries"] = quantity(
+            st.entries,
+            unit="entries",
+            confidence=0.95,
+            method="largest walk of one element per page with no miss of this level",
+            evidence=f"{st.entries} pages of {page} bytes fit ({st.entries * page} bytes "
+            f"reach){unit_note}",
+        )
+    for key, value in (
+        ("sets", st.sets),
+        ("ways_per_set", None if st.ways is None else list(st.ways)),
+    ):
+        q[key] = (
+            undetermined(st.evidence)
+            if value is None
+            else quantity(
+                value, unit=None, confidence=st.confidence, method=METHOD_SETS, evidence=st.evidence
+            )
+        )
+    q["policy"] = (
+        undetermined(st.evidence)
+        if st.policy is None
+        else quantity(
+            st.policy,
+            unit=None,
+            confidence=st.confidence * (0.8 if st.policy == "lru" else 1.0),
+            method="periodicity of the misses of a cyclic walk (TPDS Sec. 4.2 step 4)",
+            evidence=st.evidence
+            + ("; a cyclic walk cannot tell FIFO from LRU" if st.policy == "lru" else ""),
+        )
+    )
+    return q
+
+
+def analyse(
+    data: pd.DataFrame, *, provenance: dict[str, Any], inputs: dict | None = None
+) -> dict[str, Any]:
+    """The `tlbs` result document for one device."""
+    need = {"stage", "stride_bytes", "elements", "step", "position", "latency_cycles"}
+    if not need <= set(data.columns):
+        raise AnalysisError(f"trace lacks columns {sorted(need - set(data.columns))}")
+    reach = fit_reach(data[data["stage"] == "reach"])
+    doc: dict[str, Any] = {
+        "device": provenance.get("device"),
+        "analysis": "tlbs",
+        "path": str(provenance.get("config", {}).get("parameters", {}).get("path", "cg")),
+        "trace": {k: provenance.get(k) for k in ("git_commit", "config_hash", "created_utc")},
+        "device_info": provenance.get("device_info", {}),
+        "clocks_before": provenance.get("clocks_before"),
+        "clocks_after": provenance.get("clocks_after"),
+    }
+    l1: dict[str, Any] = {}
+    l2: dict[str, Any] = {}
+    window_doc: dict[str, Any] = {}
+    if reach is None or reach.page_bytes is None:
+        why = "no reach stage" if reach is None else reach.page_evidence
+        for q in (l1, l2):
+            for key in (
+                "page_bytes",
+                "entries",
+                "sets",
+                "ways_per_set",
+                "policy",
+                "miss_penalty_cycles",
+            ):
+                q[key] = undetermined(why)
+        window_doc = {
+            "page_table_window_bytes": undetermined(why),
+            "window_switch_penalty_cycles": undetermined(why),
+        }
+        doc |= {
+            "elements": {"l1_tlb": l1, "l2_tlb": l2},
+            "page_table": window_doc,
+            "reach": _reach_rows(reach),
+            "pages": [],
+            "levels": {},
+        }
+        return doc
+    page = reach.page_bytes
+    page_q = quantity(
+        page,
+        unit="bytes",
+        confidence=reach.page_confidence,
+        method=METHOD_PAGE,
+        evidence=reach.page_evidence,
+    )
+    walks = fit_pages(
+        data[data["stage"] == "pages"], sigma=reach.sigma, base_value=reach.base.center
+    )
+    st1 = st2 = SetStructure(None, None, None, (), None, "no stride = page walks", 0.0)
+    levels_doc: dict[str, Any] = {}
+    if walks is not None and not walks.counts.empty:
+        st1 = set_structure(walks.counts, "l1")
+        longest = int(walks.counts["elements"].max())
+        none_seen = (
+            f"no L2-TLB miss level in walks of up to {longest} pages "
+            f"({longest * page / 2**20:g} MiB): the L2 TLB reaches further, or there is none"
+        )
+        st2 = (
+            set_structure(walks.counts, "l2")
+            if walks.l2_index is not None
+            else SetStructure(None, None, None, (), None, none_seen, 0.0)
+        )
+        b = level_containing(list(walks.levels), reach.base.center)
+        levels_doc = _levels_doc(walks.levels, b, walks.l1_index, walks.l2_index)
+        l1["miss_penalty_cycles"] = _penalty(
+            walks.levels, b, walks.l1_index, None, "L1-TLB miss over the base"
+        )
+        l2["miss_penalty_cycles"] = _penalty(
+            walks.levels, walks.l1_index, walks.l2_index, None, "L2-TLB miss over the L1-TLB miss"
+        )
+    else:
+        l1["miss_penalty_cycles"] = undetermined("no stride = page walks")
+        l2["miss_penalty_cycles"] = undetermined("no stride = page walks")
+    est = reach.l1_entries_estimate
+    if st1.entries is not None and est is not None and not est[0] <= st1.entries < est[1]:
+        st1 = SetStructure(
+            st1.entries,
+            st1.sets,
+            st1.ways,
+            st1.increments,
+            st1.policy,
+            st1.evidence + f" (the reach stage put it in [{est[0]}, {est[1]}))",
+            st1.confidence * 0.5,
+        )
+    l1 = {"page_bytes": page_q} | _structure_quantities(st1, page, unit_note="") | l1
+    l2 = {"page_bytes": page_q} | _structure_quantities(st2, page, unit_note="") | l2
+    win = fit_window(data[data["stage"] == "window"], sigma=reach.sigma)
+    if win.window_bytes is None:
+        window_doc = {
+            "page_table_window_bytes": undetermined(win.evidence),
+            "window_switch_penalty_cycles": undetermined(win.evidence),
+        }
+    else:
+        method = (
+            "cold walk over fresh pages: a recurring higher level marks page-table window "
+            "switches (TPDS Sec. 5.2(1), pattern P6)"
+        )
+        window_doc = {
+            "page_table_window_bytes": quantity(
+                win.window_bytes,
+                unit="bytes",
+                confidence=win.confidence,
+                method=method,
+                evidence=win.evidence,
+            ),
+            "window_switch_penalty_cycles": quantity(
+                round(win.switch_penalty_cycles, 1),
+                unit="cycles",
+                confidence=win.confidence,
+                method=method,
+                evidence=win.evidence,
+            ),
+        }
+    doc |= {
+        "elements": {"l1_tlb": l1, "l2_tlb": l2},
+        "page_table": window_doc,
+        "levels": levels_doc,
+        "reach": _reach_rows(reach),
+        "pages": [] if walks is None else walks.counts.replace({np.nan: None}).to_dict("records"),
+        "l1_increments": list(st1.increments),
+        "l2_increments": list(st2.increments),
+    }
+    return doc
+
+
+def _reach_rows(reach: Reach | None) -> list[dict[str, Any]]:
+    if reach is None:
+        return []
+    return [
+        {
+            "stride_bytes": r.stride_bytes,
+            "fit_bytes": r.fit_bytes,
+            "first_miss_elements": r.first_miss_elements,
+            "miss_spacing_bytes": r.spacing_bytes,
+        }
+        for r in reach.strides
+    ]

@@ -1,0 +1,322 @@
+"""Stage 1 of the two-stage fine-grained P-chase (Mei & Chu, TPDS Sec. 4.2, Fig. 6; NPC 2014
+Sec. 3), for every configured load path and every cache level on it: size C, miss granule
+(sector), line size b, hit and miss latency. The rules are in `analysis.cache_levels`.
+
+Per path and level the sweep runs, in order (each phase sized by the previous one's result,
+found with the same analysis functions the analysis uses, so every launch is in the trace):
+
+1. `size`: a coarse grid of array sizes at a small stride (one warm-up pass, then
+   `record_steps` timed loads), refined inside the bracket of the first miss until the bracket
+   is `size_resolution_bytes` wide (at most `refine_points` sizes per round).
+2. `granule`: arrays of C + 4 and C + C/8 bytes at stride 4 (one element, TPDS step 2).
+3. `line`: an array of C + C/8 bytes at strides 1.5 L for L = g, 2g, ... up to
+   `max_line_bytes`, stopping at the first L that fits.
+
+A second level on a path (the constant L1.5 behind the constant L1) is searched at a stride of
+at least the first level's line, so that every access misses the first level.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+
+from ..analysis import cache_levels as cl
+from ..backends.base import Backend, ChaseWork
+from ..config import DeviceEntry, SizeRange, check_stride_and_sizes
+from ..exceptions import ConfigError, TraceError
+from ..patterns import chain_pass_steps, stride_chain
+
+log = logging.getLogger(__name__)
+
+NAME = "cache_stage1"
+KERNELS = ("pchase",)
+PATHS = ("ca", "cg", "nc", "tex", "const")
+NO_CARVEOUT = -1
+CONST_LIMIT_BYTES = 65536  # constant memory holds at most 64 KiB
+
+SCHEMA = pa.schema(
+    [
+        pa.field("point", pa.int32()),
+        pa.field("path", pa.string()),
+        pa.field("level", pa.int8()),
+        pa.field("phase", pa.string()),  # size | granule | line
+        pa.field("carveout_pct", pa.int16()),  # -1: the backend has no carveout
+        pa.field("shared_buffer_bytes", pa.int32()),
+        pa.field("array_bytes", pa.int64()),
+        pa.field("stride_bytes", pa.int32()),
+        pa.field("step", pa.int32()),
+        pa.field("address_bytes", pa.int64()),  # byte offset the timed load read
+        pa.field("index", pa.uint32()),  # the value it returned (next element)
+        pa.field("latency_cycles", pa.uint32()),
+        pa.field("sm_clock_mhz", pa.float32()),
+    ]
+)
+
+
+@dataclass(frozen=True)
+class LevelSweep:
+    array_bytes: SizeRange
+    stride_bytes: int
+    size_resolution_bytes: int
+
+
+@dataclass(frozen=True)
+class PathSweep:
+    path: str
+    enabled: bool
+    levels: tuple[LevelSweep, ...]
+
+
+@dataclass(frozen=True)
+class Stage1Params:
+    enabled: bool
+    carveout_pct: int
+    record_steps: int
+    shared_buffer_bytes: int
+    refine_points: int
+    max_line_bytes: int
+    paths: tuple[PathSweep, ...]
+
+
+def parse_params(section: dict, key: str) -> Stage1Params:
+    """Typed parameters with the checks the schema cannot express."""
+    if 8 * section["record_steps"] > section["shared_buffer_bytes"]:
+        raise ConfigError(
+            f"{key}.shared_buffer_bytes: {section['shared_buffer_bytes']} cannot hold "
+            f"{section['record_steps']} records (8 bytes each, {key}.record_steps); allowed: at "
+            f"least {8 * section['record_steps']}"
+        )
+    paths = []
+    for name in PATHS:
+        entry = section["paths"][name]
+        levels = []
+        for i, lv in enumerate(entry["levels"]):
+            where = f"{key}.paths.{name}.levels[{i}]"
+            r = lv["array_bytes"]
+            sweep = LevelSweep(
+                SizeRange(r["start"], r["stop"], r["step"]),
+                lv["stride_bytes"],
+                lv["size_resolution_bytes"],
+            )
+            check_stride_and_sizes(sweep.array_bytes, sweep.stride_bytes, where)
+            if name == "const" and sweep.array_bytes.stop > CONST_LIMIT_BYTES:
+                raise ConfigError(
+                    f"{where}.array_bytes.stop: {sweep.array_bytes.stop} exceeds constant "
+                    f"memory; allowed: at most {CONST_LIMIT_BYTES}"
+                )
+            levels.append(sweep)
+        paths.append(PathSweep(name, entry["enabled"], tuple(levels)))
+    return Stage1Params(
+        enabled=section["enabled"],
+        carveout_pct=section["carveout_pct"],
+        record_steps=section["record_steps"],
+        shared_buffer_bytes=section["shared_buffer_bytes"],
+        refine_points=section["refine_points"],
+        max_line_bytes=section["max_line_bytes"],
+        paths=tuple(paths),
+    )
+
+
+def backend_paths(backend: Backend) -> tuple[str, ...] | None:
+    """Load paths the backend can run (None: it does not say; try all)."""
+    profile = getattr(backend, "profile", None)
+    if profile is not None:
+        return tuple(profile.paths)
+    return getattr(backend, "paths", None)
+
+
+def accessed_elements(
+    chain: np.ndarray, indices: np.ndarray, *, first_element: int | None = None
+) -> np.ndarray:
+    """The element each recorded load read: the previous load's value; the first one's
+    predecessor in the chain (unique on a permutation or on a cycle among self-loops), or
+    `first_element` when the caller knows it (no warm-up: the start)."""
+    if first_element is not None:
+        first = np.array([first_element])
+    else:
+        first = np.flatnonzero(chain == indices[0])
+    if first.size > 1:
+        first = first[chain[first] != first]
+    if first.size != 1:
+        raise TraceError(
+            f"cannot place the first recorded load: {first.size} elements point to "
+            f"{int(indices[0])}; the chain must be a permutation or a cycle among self-loops"
+        )
+    elements = np.concatenate([first, indices[:-1]]).astype(np.int64)
+    if not np.array_equal(chain[elements], indices):
+        bad = int(np.flatnonzero(chain[elements] != indices)[0])
+        raise TraceError(
+            f"the kernel returned index {int(indices[bad])} at step {bad}, but the chain holds "
+            f"{int(chain[elements[bad]])} there: the loads did not follow the chain"
+        )
+    return elements
+
+
+class ChaseRecorder:
+    """Runs chase launches, numbers them, and keeps one DataFrame per launch."""
+
+    def __init__(self, backend: Backend, *, carveout_pct: int, shared_buffer_bytes: int):
+        self.backend = backend
+        self.carveout = carveout_pct if backend.supports_carveout else NO_CARVEOUT
+        self.buffer = shared_buffer_bytes
+        self.frames: list[pd.DataFrame] = []
+        self.point = 0
+
+    def chase(
+        self,
+        *,
+        path: str,
+        chain: np.ndarray,
+        warmup_steps: int,
+        record_steps: int,
+        columns: dict,
+        start_index: int = 0,
+    ) -> pd.DataFrame:
+        work = ChaseWork(
+            path=path,
+            chain=chain,
+            start_index=start_index,
+            warmup_steps=warmup_steps,
+            record_steps=record_steps,
+            shared_buffer_bytes=self.buffer,
+        )
+        result = self.backend.run_chase(
+            work,
+            carveout_pct=None if self.carveout < 0 else self.carveout,
+            seed=self.point,
+        )
+        elements = accessed_elements(
+            chain, result.indices, first_element=start_index if warmup_steps == 0 else None
+        )
+        n = len(result.latency_cycles)
+        frame = pd.DataFrame(
+            {
+                "point": np.full(n, self.point, np.int32),
+                **{k: np.full(n, v) for k, v in columns.items()},
+                "carveout_pct": np.full(n, self.carveout, np.int16),
+                "shared_buffer_bytes": np.full(n, self.buffer, np.int32),
+                "step": np.arange(n, dtype=np.int32),
+                "address_bytes": elements * work.element_bytes,
+                "index": result.indices,
+                "latency_cycles": result.latency_cycles,
+                "sm_clock_mhz": np.full(n, result.sm_clock_mhz, np.float32),
+            }
+        )
+        self.frames.append(frame)
+        self.point += 1
+        return frame
+
+
+def _stride_chase(rec, path, level, phase, array_bytes, stride_bytes, record_steps):
+    chain = stride_chain(array_bytes=array_bytes, stride_bytes=stride_bytes)
+    return rec.chase(
+        path=path,
+        chain=chain,
+        warmup_steps=chain_pass_steps(array_bytes=array_bytes, stride_bytes=stride_bytes),
+        record_steps=record_steps,
+        columns={
+            "path": path,
+            "level": np.int8(level),
+            "phase": phase,
+            "array_bytes": np.int64(array_bytes),
+            "stride_bytes": np.int32(stride_bytes),
+        },
+    )
+
+
+def _run_level(rec, params, path, level, sweep, stride_bytes):
+    """One level's three phases; returns its line size (or granule) for the next level."""
+    steps = params.record_steps
+    latencies: dict[int, np.ndarray] = {}
+
+    def size_point(n: int) -> None:
+        frame = _stride_chase(rec, path, level, "size", n, stride_bytes, steps)
+        latencies[n] = frame["latency_cycles"].to_numpy(np.float64)
+
+    for n in sweep.array_bytes.sizes():
+        if n >= stride_bytes:
+            size_point(n)
+    finding = cl.locate_size(list(latencies), list(latencies.values()))
+    for _ in range(8):
+        if finding.size_bytes is None or finding.resolution_bytes <= sweep.size_resolution_bytes:
+            break
+        lo, hi = finding.size_bytes, finding.next_bytes
+        step = max(sweep.size_resolution_bytes, ((hi - lo) // params.refine_points) // 4 * 4, 4)
+        new = [n for n in range(lo + step, hi, step) if n not in latencies]
+        if not new:
+            break
+        for n in new:
+            size_point(n)
+        finding = cl.locate_size(list(latencies), list(latencies.values()))
+    if finding.size_bytes is None:
+        log.info("%s level %d: size undetermined (%s)", path, level, finding.reason)
+        return None
+    c = finding.size_bytes
+    limit = CONST_LIMIT_BYTES if path == "const" else None
+    grain_frames = [
+        _stride_chase(rec, path, level, "granule", n, 4, steps)
+        for n in cl.granule_sizes(c)
+        if limit is None or n <= limit
+    ]
+    grain = pd.concat(grain_frames)
+    g = cl.miss_granule(
+        grain["address_bytes"].to_numpy(), finding.classifier.miss(grain["latency_cycles"])
+    )
+    if g.granule_bytes is None:
+        log.info("%s level %d: granule undetermined (%s)", path, level, g.reason)
+        return None
+    n_test = cl.line_test_size(c)
+    control = grain[grain["array_bytes"] == n_test]["latency_cycles"].to_numpy()
+    if control.size == 0:
+        return g.granule_bytes
+    for line in cl.line_candidates(g.granule_bytes, params.max_line_bytes):
+        stride = 3 * line // 2
+        if stride > n_test:
+            break
+        frame = _stride_chase(rec, path, level, "line", n_test, stride, steps)
+        test = cl.line_test(
+            frame["latency_cycles"].to_numpy(),
+            control,
+            finding.classifier,
+            candidate_bytes=line,
+            granule_bytes=g.granule_bytes,
+        )
+        if test.fits or not test.control_ok:
+            return line
+    return g.granule_bytes
+
+
+def run(
+    backend: Backend,
+    params: Stage1Params,
+    *,
+    device: DeviceEntry,
+    inputs: dict | None = None,
+    progress: Callable[[int, int], None] | None = None,
+) -> pd.DataFrame:
+    """Run stage 1 on every enabled path the backend has; one row per timed access."""
+    rec = ChaseRecorder(
+        backend, carveout_pct=params.carveout_pct, shared_buffer_bytes=params.shared_buffer_bytes
+    )
+    available = backend_paths(backend)
+    todo = [p for p in params.paths if p.enabled and (available is None or p.path in available)]
+    for i, p in enumerate(todo):
+        previous_line = None
+        for level, sweep in enumerate(p.levels, start=1):
+            stride = sweep.stride_bytes
+            if level > 1:
+                if previous_line is None:
+                    break  # the level in front is undetermined: nothing to build on
+                stride = max(stride, previous_line)
+            previous_line = _run_level(rec, params, p.path, level, sweep, stride)
+        if progress:
+            progress(i + 1, len(todo))
+    if not rec.frames:
+        return pd.DataFrame({f.name: pd.Series(dtype=f.type.to_pandas_dtype()) for f in SCHEMA})
+    return pd.concat(rec.frames, ignore_index=True)

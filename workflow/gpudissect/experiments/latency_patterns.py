@@ -1,0 +1,280 @@
+"""Global-memory latency patterns P1-P6 (Mei & Chu, TPDS Sec. 5.2, Figs. 13-14; NPC Table 3):
+one non-uniform-stride fine-grained P-chase per launch whose chain walks through phases built so
+that each pattern occurs many times, every access timed from a cold start (no warm-up).
+
+The chain (element positions of a sparse array; pages and reaches from this device's
+`tlbs.json`, else the `fallback_*` values):
+
+1. cold: first touches of K = E2 + max(8, E2/4) pages (one 32-byte sector each): data miss,
+   TLB miss, page-walk miss (P5). When a page-table window W is known, the second half
+   alternates between pages W bytes further and the first region: every first touch then
+   switches the window (P6).
+2. revisit all: `revisit_all_rounds` rounds over the K pages, each round another element of the
+   same sector: data hits; K pages overflow the L2 TLB (P3).
+3. revisit some: `revisit_some_rounds` rounds over Q pages, E1 < Q < E2: data hits, L1-TLB
+   misses, L2-TLB hits (P2; the first round still misses the L2 TLB).
+4. fresh lines: `fresh_line_rounds` rounds over H <= 4 pages, a new line each time: data
+   misses with L1-TLB hits (P4; the first round misses the L1 TLB).
+5. same line: a cycle over the 8 elements of one sector (P1), `same_line_accesses` times.
+
+The analysis does not use this plan: it classifies every access from the recorded addresses
+(first touches, page and sector reuse, windows) with the capacities measured by `tlbs`.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+
+from ..backends.base import Backend, ChaseWork
+from ..config import DeviceEntry
+from ..exceptions import ConfigError
+from .tlbs import ColdChaseWork
+
+log = logging.getLogger(__name__)
+
+NAME = "latency_patterns"
+KERNELS = ("pchase",)
+ELEMENT_BYTES = 4
+SECTOR_BYTES = 32  # the smallest line of the papers' GPUs (TPDS Table V): 8 elements
+
+SCHEMA = pa.schema(
+    [
+        pa.field("point", pa.int32()),
+        pa.field("path", pa.string()),
+        pa.field("repetition", pa.int16()),
+        pa.field("step", pa.int32()),
+        pa.field("position", pa.int64()),  # element loaded (address / 4 from the array start)
+        pa.field("phase", pa.string()),  # the plan's phase (for figures; not for the analysis)
+        pa.field("index", pa.uint32()),
+        pa.field("latency_cycles", pa.uint32()),
+        pa.field("sm_clock_mhz", pa.float32()),
+    ]
+)
+
+
+@dataclass(frozen=True)
+class LatencyPatternsSweep:
+    enabled: bool
+    paths: tuple[str, ...]
+    repetitions: int
+    revisit_all_rounds: int
+    revisit_some_rounds: int
+    fresh_line_rounds: int
+    same_line_accesses: int
+    fallback_page_bytes: int
+    fallback_l1_tlb_entries: int
+    fallback_l2_tlb_entries: int
+    flush_bytes: int
+
+
+def parse_params(section: dict, key: str) -> LatencyPatternsSweep:
+    sweep = LatencyPatternsSweep(
+        enabled=section["enabled"],
+        paths=tuple(section["paths"]),
+        repetitions=section["repetitions"],
+        revisit_all_rounds=section["revisit_all_rounds"],
+        revisit_some_rounds=section["revisit_some_rounds"],
+        fresh_line_rounds=section["fresh_line_rounds"],
+        same_line_accesses=section["same_line_accesses"],
+        fallback_page_bytes=section["fallback_page_bytes"],
+        fallback_l1_tlb_entries=section["fallback_l1_tlb_entries"],
+        fallback_l2_tlb_entries=section["fallback_l2_tlb_entries"],
+        flush_bytes=section["flush_bytes"],
+    )
+    per_sector = SECTOR_BYTES // ELEMENT_BYTES
+    if 1 + sweep.revisit_all_rounds + sweep.revisit_some_rounds > per_sector:
+        raise ConfigError(
+            f"{key}: revisit_all_rounds + revisit_some_rounds = "
+            f"{sweep.revisit_all_rounds + sweep.revisit_some_rounds}; allowed: at most "
+            f"{per_sector - 1} (each round reads another element of a 32-byte sector)"
+        )
+    if sweep.fallback_l2_tlb_entries <= sweep.fallback_l1_tlb_entries + 2:
+        raise ConfigError(
+            f"{key}.fallback_l2_tlb_entries must exceed fallback_l1_tlb_entries by more than 2"
+        )
+    return sweep
+
+
+@dataclass(frozen=True)
+class Translation:
+    """What the chain is built around: page, TLB entries, window (None: no window)."""
+
+    page_bytes: int
+    l1_entries: int
+    l2_entries: int
+    window_bytes: int | None
+    source: str
+
+
+def _value(doc: dict, *keys: str):
+    node = doc
+    for k in keys:
+        node = node.get(k) if isinstance(node, dict) else None
+    return node.get("value") if isinstance(node, dict) else None
+
+
+def translation_from(inputs: dict | None, sweep: LatencyPatternsSweep) -> Translation:
+    """The measured values of `tlbs.json` where determined, else the fallbacks."""
+    doc = {}
+    path = (inputs or {}).get("tlbs")
+    if path and Path(path).is_file():
+        doc = json.loads(Path(path).read_text())
+    page = _value(doc, "elements", "l1_tlb", "page_bytes")
+    l1 = _value(doc, "elements", "l1_tlb", "entries")
+    l2 = _value(doc, "elements", "l2_tlb", "entries")
+    window = _value(doc, "page_table", "page_table_window_bytes")
+    used = {
+        "page_bytes": page or sweep.fallback_page_bytes,
+        "l1": l1 or sweep.fallback_l1_tlb_entries,
+        "l2": l2 or sweep.fallback_l2_tlb_entries,
+    }
+    if used["l2"] <= used["l1"] + 2:
+        used["l2"] = used["l1"] * 4
+    source = ", ".join(
+        f"{k} {'measured' if v else 'fallback'}"
+        for k, v in (("page", page), ("l1", l1), ("l2", l2))
+    )
+    return Translation(used["page_bytes"], used["l1"], used["l2"], window, source)
+
+
+@dataclass(frozen=True)
+class Plan:
+    positions: np.ndarray  # element positions of one pass; the last leads back into the cycle
+    phases: tuple[str, ...]
+    cycle_length: int  # the last `cycle_length` positions form the terminal cycle
+
+    def visit(self, steps: int) -> tuple[np.ndarray, list[str]]:
+        """Positions and phases of the first `steps` loads."""
+        n, c = len(self.positions), self.cycle_length
+        t = np.arange(steps)
+        k = np.where(t < n, t, n - c + (t - n) % c)
+        return self.positions[k], [self.phases[i] for i in k]
+
+
+def design(t: Translation, sweep: LatencyPatternsSweep) -> Plan:
+    """The chain of the module docstring for translation parameters `t`."""
+    page, e1, e2 = t.page_bytes, t.l1_entries, t.l2_entries
+    lines = max(page // 128, 8)  # 128-byte lines per page
+    half = lines // 2
+    k = e2 + max(8, e2 // 4)
+    q = max(e1 + max(2, e1 // 4), min((e1 + e2) // 2, e2 - max(2, e2 // 5)))
+    h = max(1, min(4, e1 // 4))
+    seq: list[int] = []
+    phases: list[str] = []
+
+    def add(byte_address: int, phase: str) -> None:
+        seq.append(byte_address // ELEMENT_BYTES)
+        phases.append(phase)
+
+    def sector(page_base: int, line: int) -> int:  # the first 32 bytes of a 128-byte line
+        return page_base + (line % half) * 128
+
+    region1 = t.window_bytes if t.window_bytes and t.window_bytes > k * page else None
+    first = k // 2
+    for i in range(first):
+        add(sector(i * page, i), "cold")
+    for j in range(k - first):
+        if region1:  # alternate windows: every first touch switches
+            add(sector(region1 + j * page, k + j), "cold_switch")
+        add(sector((first + j) * page, first + j), "cold")
+    for r in range(1, 1 + sweep.revisit_all_rounds):
+        for i in range(k):
+            add(sector(i * page, i) + r * ELEMENT_BYTES, "revisit_all")
+    r0 = 1 + sweep.revisit_all_rounds
+    for r in range(r0, r0 + sweep.revisit_some_rounds):
+        for i in range(q):
+            add(sector(i * page, i) + r * ELEMENT_BYTES, "revisit_some")
+    for r in range(sweep.fresh_line_rounds):
+        for i in range(h):
+            add(i * page + (half + r % half) * 128, "fresh_lines")
+    same = (half + sweep.fresh_line_rounds % half) * 128  # a line no other phase reads
+    for e in range(SECTOR_BYTES // ELEMENT_BYTES):
+        add(same + e * ELEMENT_BYTES, "same_line")
+    positions = np.asarray(seq, dtype=np.int64)
+    if len(np.unique(positions)) != len(positions):
+        raise ConfigError(
+            f"the latency-pattern chain revisits an element (page {page} bytes too small for "
+            "the rounds configured); use fewer fresh_line_rounds"
+        )
+    return Plan(positions, tuple(phases), SECTOR_BYTES // ELEMENT_BYTES)
+
+
+def chase_work(path: str, plan: Plan, record_steps: int) -> ChaseWork:
+    pos = plan.positions
+    nxt = np.empty(len(pos), dtype=np.uint32)
+    nxt[:-1] = pos[1:]
+    nxt[-1] = pos[len(pos) - plan.cycle_length]
+    return ChaseWork(
+        path=path,
+        chain=None,
+        start_index=int(pos[0]),
+        warmup_steps=0,
+        record_steps=record_steps,
+        shared_buffer_bytes=max(1024, -(-8 * record_steps // 1024) * 1024),
+        array_elements=int(pos.max()) + 1,
+        sparse_positions=pos,
+        sparse_next=nxt,
+    )
+
+
+def run(
+    backend: Backend,
+    sweep: LatencyPatternsSweep,
+    *,
+    device: DeviceEntry,
+    inputs: dict | None = None,
+    progress: Callable[[int, int], None] | None = None,
+) -> pd.DataFrame:
+    """`repetitions` cold launches of the designed chain on each path the device has."""
+    t = translation_from(inputs, sweep)
+    plan = design(t, sweep)
+    steps = len(plan.positions) - plan.cycle_length + sweep.same_line_accesses
+    positions, phases = plan.visit(steps)
+    log.info(
+        "latency_patterns: page %d, L1 TLB %d, L2 TLB %d, window %s (%s); %d accesses",
+        t.page_bytes,
+        t.l1_entries,
+        t.l2_entries,
+        t.window_bytes,
+        t.source,
+        steps,
+    )
+    available = getattr(backend, "profile", None)
+    frames, total = [], len(sweep.paths) * sweep.repetitions
+    for path in sweep.paths:
+        if available is not None and path not in available.paths:
+            log.info("latency_patterns: the device has no %s path; skipped", path)
+            continue
+        work = chase_work(path, plan, steps)
+        for rep in range(sweep.repetitions):
+            point = len(frames)
+            result = backend.run(
+                ColdChaseWork(work, sweep.flush_bytes), carveout_pct=None, seed=point
+            )
+            n = len(result.latency_cycles)
+            frames.append(
+                pd.DataFrame(
+                    {
+                        "point": np.full(n, point, np.int32),
+                        "path": path,
+                        "repetition": np.full(n, rep, np.int16),
+                        "step": np.arange(n, dtype=np.int32),
+                        "position": positions[:n],
+                        "phase": phases[:n],
+                        "index": result.indices,
+                        "latency_cycles": result.latency_cycles,
+                        "sm_clock_mhz": np.full(n, result.sm_clock_mhz, np.float32),
+                    }
+                )
+            )
+            if progress:
+                progress(len(frames), total)
+    return pd.concat(frames, ignore_index=True)

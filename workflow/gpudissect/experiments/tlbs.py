@@ -1,0 +1,341 @@
+"""TLB sweep (Mei & Chu, TPDS Sec. 4.4, Fig. 10, Table V; NPC Sec. 4.2, Table 4): fine-grained
+P-chases over sparse arrays of tens of MB to GB, on the `cg` path by default (L2 only: after the
+warm-up pass every element is an L2 hit, so latency steps are translation effects; on Fermi the
+`ca` path would lose L1 hits on L1-TLB misses, on Maxwell L1 hits skip translation).
+
+Three stages, each one launch per point, every access recorded with its address:
+
+1. `reach`: at each stride of `strides_bytes`, cyclic walks of m = 2, 3, ... elements
+   (one warm-up pass, then timed passes). Gives the page size and the L1-TLB reach.
+2. `pages`: at stride = the page found in stage 1 (the analysis code reads stage 1's rows),
+   walks of m pages: a few short ones (the base level), m around the L1-TLB entries, a coarse
+   geometric grid up to `max_array_bytes` to find where the L2 TLB overflows, then one page at a
+   time from there until every set has overflowed (TPDS Fig. 10).
+3. `window`: `window_repetitions` cold walks (no warm-up, every access a page's first touch)
+   over `window_probe_bytes`, one element every `window_stride_bytes` (or page), for the
+   page-table window of TPDS Sec. 5.2(1).
+
+The sweep is adaptive (stage 2 depends on stage 1), but the analysis needs only the trace: it
+recomputes everything from the recorded latencies and addresses.
+
+On a GPU, a cold walk needs cold TLBs and caches, but the sparse array is scattered into device
+memory by a kernel just before the chase: `ColdChaseWork` adds a flush (a memset over
+`flush_bytes`, evicting the L2 and the TLB entries the scatter left) between the two. The
+simulator starts every launch cold.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+
+from ..backends.base import Backend, ChaseResult, ChaseWork, handles
+from ..config import DeviceEntry
+from ..exceptions import ConfigError, DeviceUnavailable
+
+log = logging.getLogger(__name__)
+
+NAME = "tlbs"
+KERNELS = ("pchase",)
+ELEMENT_BYTES = 4
+
+SCHEMA = pa.schema(
+    [
+        pa.field("point", pa.int32()),
+        pa.field("stage", pa.string()),  # reach | pages | window
+        pa.field("stride_bytes", pa.int64()),
+        pa.field("elements", pa.int32()),  # elements in the walk (one per stride)
+        pa.field("array_bytes", pa.int64()),
+        pa.field("repetition", pa.int16()),
+        pa.field("step", pa.int32()),
+        pa.field("position", pa.int64()),  # element loaded (its address / 4 from the start)
+        pa.field("index", pa.uint32()),  # value the load returned (the next position)
+        pa.field("latency_cycles", pa.uint32()),
+        pa.field("sm_clock_mhz", pa.float32()),
+    ]
+)
+
+
+@dataclass(frozen=True)
+class TlbSweep:
+    enabled: bool
+    path: str
+    strides_bytes: tuple[int, ...]
+    dense_elements: int
+    max_elements: int
+    max_array_bytes: int
+    record_steps: int
+    max_record_steps: int
+    max_dense_pages: int
+    window_probe_bytes: int
+    window_stride_bytes: int
+    window_repetitions: int
+    flush_bytes: int
+
+
+def parse_params(section: dict, key: str) -> TlbSweep:
+    sweep = TlbSweep(
+        enabled=section["enabled"],
+        path=section["path"],
+        strides_bytes=tuple(sorted(section["strides_bytes"])),
+        dense_elements=section["dense_elements"],
+        max_elements=section["max_elements"],
+        max_array_bytes=section["max_array_bytes"],
+        record_steps=section["record_steps"],
+        max_record_steps=section["max_record_steps"],
+        max_dense_pages=section["max_dense_pages"],
+        window_probe_bytes=section["window_probe_bytes"],
+        window_stride_bytes=section["window_stride_bytes"],
+        window_repetitions=section["window_repetitions"],
+        flush_bytes=section["flush_bytes"],
+    )
+    if sweep.max_record_steps < sweep.record_steps:
+        raise ConfigError(
+            f"{key}.max_record_steps: {sweep.max_record_steps} is below {key}.record_steps "
+            f"({sweep.record_steps}); allowed: >= record_steps"
+        )
+    if (sweep.max_array_bytes // ELEMENT_BYTES) >= 2**32 or (
+        sweep.window_probe_bytes // ELEMENT_BYTES
+    ) >= 2**32:
+        raise ConfigError(f"{key}: arrays must stay below 16 GiB (32-bit element indices)")
+    return sweep
+
+
+# --- work ------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class ColdChaseWork:
+    """A P-chase that must start with cold TLBs and caches (first touches are timed)."""
+
+    chase: ChaseWork
+    flush_bytes: int
+
+
+@handles("sim", ColdChaseWork)
+def _run_cold_sim(backend, work: ColdChaseWork, *, carveout_pct=None, seed: int = 0):
+    # every simulated launch starts from a cold GPU
+    return backend.run_chase(work.chase, carveout_pct=carveout_pct, seed=seed)
+
+
+@handles("cuda", ColdChaseWork)
+def _run_cold_cuda(backend, work: ColdChaseWork, *, carveout_pct=None, seed: int = 0):
+    """Scatter the chain, flush the L2 and TLBs with a memset over `flush_bytes`, then chase."""
+    from ..backends.cuda import CHASE_KERNELS
+
+    drv, w = backend.drv, work.chase
+    if w.path not in CHASE_KERNELS:
+        raise DeviceUnavailable(f"cold chases run on {sorted(CHASE_KERNELS)}, not {w.path!r}")
+    latency = np.zeros(w.record_steps, dtype=np.uint32)
+    indices = np.zeros(w.record_steps, dtype=np.uint32)
+    d_lat = drv.mem_alloc(max(latency.nbytes, 4))
+    d_idx = drv.mem_alloc(max(indices.nbytes, 4))
+    flush = drv.mem_alloc(work.flush_bytes) if work.flush_bytes else None
+    try:
+        chain = backend._upload_chain(w)  # the backend's scatter of the sparse array
+        if flush is not None:
+            drv.memset_d32(flush, 0, work.flush_bytes // 4)
+            backend.context.synchronize()
+        fn = backend.function("pchase", CHASE_KERNELS[w.path], "PIIIPP")
+        fa = drv.function_attribute
+        if w.shared_buffer_bytes > 48 * 1024:
+            fn.set_attribute(fa.MAX_DYNAMIC_SHARED_SIZE_BYTES, w.shared_buffer_bytes)
+        if carveout_pct is not None:
+            fn.set_attribute(fa.PREFERRED_SHARED_MEMORY_CARVEOUT, int(carveout_pct))
+        fn.prepared_call(
+            (1, 1),
+            (1, 1, 1),
+            chain,
+            np.uint32(w.start_index),
+            np.uint32(w.warmup_steps),
+            np.uint32(w.record_steps),
+            d_lat,
+            d_idx,
+            shared_size=w.shared_buffer_bytes,
+        )
+        backend.context.synchronize()
+        drv.memcpy_dtoh(latency, d_lat)
+        drv.memcpy_dtoh(indices, d_idx)
+    finally:
+        d_lat.free()
+        d_idx.free()
+        if flush is not None:
+            flush.free()
+    sm = backend.clocks().get("sm_clock_mhz")
+    return ChaseResult(latency, indices, float(sm) if sm is not None else float("nan"))
+
+
+def sequence_work(
+    path: str, sequence: np.ndarray, *, warmup_steps: int, record_steps: int
+) -> ChaseWork:
+    """A sparse chase visiting the element positions `sequence` in order, then `sequence[0]`
+    again (a cycle): visit t loads `sequence[t % len(sequence)]`."""
+    seq = np.asarray(sequence, dtype=np.int64)
+    if len(np.unique(seq)) != len(seq):
+        raise ValueError("a chase sequence visits each element once per cycle")
+    nxt = np.roll(seq, -1).astype(np.uint32)
+    buffer = max(1024, -(-8 * record_steps // 1024) * 1024)
+    return ChaseWork(
+        path=path,
+        chain=None,
+        start_index=int(seq[0]),
+        warmup_steps=warmup_steps,
+        record_steps=record_steps,
+        shared_buffer_bytes=buffer,
+        array_elements=int(seq.max()) + 1,
+        sparse_positions=seq,
+        sparse_next=nxt,
+    )
+
+
+def element_grid(sweep: TlbSweep, stride_bytes: int) -> list[int]:
+    """Walk lengths of the reach stage: every m up to `dense_elements`, then steps of 2^(1/4)."""
+    cap = min(sweep.max_elements, sweep.max_array_bytes // stride_bytes)
+    grid = list(range(2, min(sweep.dense_elements, cap) + 1))
+    m = float(sweep.dense_elements)
+    while True:
+        m *= 2**0.25
+        if round(m) > cap:
+            break
+        grid.append(round(m))
+    return sorted(set(grid))
+
+
+def record_steps_for(sweep: TlbSweep, elements: int, traversals: int = 3) -> int:
+    """At least `traversals` full traversals when the buffer allows (misses per traversal are
+    counted; their median ignores a traversal that a timing outlier touched)."""
+    return int(min(max(sweep.record_steps, traversals * elements), sweep.max_record_steps))
+
+
+class _Launcher:
+    """Runs walks and collects one DataFrame per launch."""
+
+    def __init__(self, backend: Backend, sweep: TlbSweep, progress) -> None:
+        self.backend, self.sweep, self.progress = backend, sweep, progress
+        self.frames: list[pd.DataFrame] = []
+        self.last: dict[tuple[str, int], pd.DataFrame] = {}  # latest walk by (stage, length)
+
+    def walk(
+        self,
+        stage: str,
+        stride_bytes: int,
+        elements: int,
+        *,
+        warmup: bool = True,
+        record: int | None = None,
+        repetition: int = 0,
+    ) -> pd.DataFrame:
+        seq = np.arange(elements, dtype=np.int64) * (stride_bytes // ELEMENT_BYTES)
+        warmup_steps = elements if warmup else 0
+        record = record or record_steps_for(
+            self.sweep, elements, traversals=5 if stage == "pages" else 3
+        )
+        work = sequence_work(self.sweep.path, seq, warmup_steps=warmup_steps, record_steps=record)
+        point = len(self.frames)
+        if warmup:
+            result = self.backend.run_chase(work, carveout_pct=None, seed=point)
+        else:
+            result = self.backend.run(
+                ColdChaseWork(work, self.sweep.flush_bytes), carveout_pct=None, seed=point
+            )
+        n = len(result.latency_cycles)
+        positions = seq[(warmup_steps + np.arange(n)) % elements]
+        frame = pd.DataFrame(
+            {
+                "point": np.full(n, point, np.int32),
+                "stage": stage,
+                "stride_bytes": np.full(n, stride_bytes, np.int64),
+                "elements": np.full(n, elements, np.int32),
+                "array_bytes": np.full(n, elements * stride_bytes, np.int64),
+                "repetition": np.full(n, repetition, np.int16),
+                "step": np.arange(n, dtype=np.int32),
+                "position": positions,
+                "index": result.indices,
+                "latency_cycles": result.latency_cycles,
+                "sm_clock_mhz": np.full(n, result.sm_clock_mhz, np.float32),
+            }
+        )
+        self.frames.append(frame)
+        self.last[(stage, elements)] = frame
+        if self.progress:
+            self.progress(len(self.frames), 0)
+        return frame
+
+    def data(self, stage: str | None = None) -> pd.DataFrame:
+        frames = [f for f in self.frames if stage is None or f["stage"].iloc[0] == stage]
+        return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
+
+
+def _pages_stage(run: _Launcher, sweep: TlbSweep, reach) -> None:
+    from ..analysis import tlb
+
+    page = reach.page_bytes
+    max_pages = sweep.max_array_bytes // page
+    fit, first = reach.l1_entries_estimate or (16, 17)
+    # one page at a time around the L1-TLB reach (its entries and sets), coarse beyond
+    grid = sorted({2, 3, 4, *range(max(2, fit - 1), first + 4)})
+    m = float(first + 4)
+    while int(m) <= max_pages:
+        grid.append(int(m))
+        m *= 2**0.25
+    grid = sorted({g for g in grid if g <= max_pages})
+    for m in grid:
+        run.walk("pages", page, m)
+    walks = tlb.fit_pages(run.data("pages"), sigma=reach.sigma, base_value=reach.base.center)
+    if walks is None or walks.l2_index is None:
+        log.info("tlbs: no L2-TLB miss level in walks of up to %d pages", grid[-1])
+        return
+    counts = walks.counts.set_index("elements")["l2_misses"]
+    missing = [m for m in counts.index if counts[m] >= 0.5]
+    first = missing[0]
+    start = max([m for m in counts.index if m < first], default=first - 1)
+    levels = list(walks.levels)
+    done = set(counts.index)
+    previous, increments = None, []
+    for m in range(start, min(max_pages, first + sweep.max_dense_pages) + 1):
+        frame = run.last[("pages", m)] if m in done else run.walk("pages", page, m)
+        lat = frame.sort_values("step")["latency_cycles"].to_numpy(np.float64)
+        slow = tlb.at_or_above(lat, levels, walks.l2_index)
+        k = round(tlb.misses_per_traversal(slow, m)[0])
+        if previous is not None and (k > 0 or previous > 0):
+            increments.append(k - previous)
+        previous = k
+        # every set has overflowed once two further pages add one miss each
+        if len(increments) >= 3 and increments[-2:] == [1, 1] and max(increments) > 1:
+            break
+
+
+def run(
+    backend: Backend,
+    sweep: TlbSweep,
+    *,
+    device: DeviceEntry,
+    inputs: dict | None = None,
+    progress: Callable[[int, int], None] | None = None,
+) -> pd.DataFrame:
+    """Run the three stages on `backend`; one row per recorded access."""
+    from ..analysis import tlb
+
+    launcher = _Launcher(backend, sweep, progress)
+    for stride in sweep.strides_bytes:
+        for m in element_grid(sweep, stride):
+            launcher.walk("reach", stride, m)
+    reach = tlb.fit_reach(launcher.data("reach"))
+    if reach is None or reach.page_bytes is None:
+        log.info(
+            "tlbs: page size undetermined (%s); later stages skipped",
+            reach.page_evidence if reach else "no data",
+        )
+        return launcher.data()
+    log.info(
+        "tlbs: page %d bytes, L1-TLB reach ~%s pages", reach.page_bytes, reach.l1_entries_estimate
+    )
+    _pages_stage(launcher, sweep, reach)
+    stride = max(reach.page_bytes, sweep.window_stride_bytes)
+    pages = min(sweep.window_probe_bytes // stride, sweep.max_record_steps * 4)
+    for rep in range(sweep.window_repetitions):
+        launcher.walk("window", stride, pages, warmup=False, record=pages, repetition=rep)
+    return launcher.data()

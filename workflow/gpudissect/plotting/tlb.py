@@ -1,0 +1,117 @@
+"""Figures of the TLB and latency-pattern families: TPDS Fig. 10 (misses against array size as
+the L2 TLB overflows, one set at a time) and TPDS Fig. 14 (latency of the six patterns)."""
+
+from __future__ import annotations
+
+import matplotlib.pyplot as plt
+import numpy as np
+import pandas as pd
+
+from . import set_theme
+
+MIB = 2**20
+
+
+def plot_tlb_misses(doc: dict, *, title: str):
+    """Misses per traversal of the stride = page walks against array size (TPDS Fig. 10), for
+    the L1 and L2 TLB, with the expected line of an equal-set cache for contrast."""
+    set_theme()
+    rows = pd.DataFrame(doc.get("pages") or [])
+    fig, axes = plt.subplots(1, 2, figsize=(10, 3.6), layout="constrained")
+    page = (doc.get("elements", {}).get("l2_tlb", {}).get("page_bytes") or {}).get("value")
+    for ax, name, label in ((axes[0], "l1", "L1 TLB"), (axes[1], "l2", "L2 TLB")):
+        column = f"{name}_misses"
+        if rows.empty or page is None or column not in rows or rows[column].isna().all():
+            ax.text(0.5, 0.5, "no data", ha="center", va="center", transform=ax.transAxes)
+            ax.set(title=label)
+            continue
+        entries = (doc["elements"][f"{name}_tlb"].get("entries") or {}).get("value")
+        r = rows.dropna(subset=[column]).sort_values("elements")
+        if entries is not None:  # the interesting part: just past the reach
+            r = r[(r["elements"] >= entries - 2) & (r["elements"] <= entries + 16)]
+        size = r["elements"] * page / MIB
+        ax.plot(size, r[column], marker="o", ms=4, label="measured")
+        ways = (doc["elements"][f"{name}_tlb"].get("ways_per_set") or {}).get("value")
+        if entries and ways:
+            sets = len(ways)
+            equal = [
+                0
+                if m <= entries
+                else min(m - entries, sets) * (entries // sets + 1) + max(0, m - entries - sets)
+                for m in r["elements"]
+            ]
+            ax.plot(size, equal, ls="--", lw=1, label=f"{sets} equal sets (LRU)")
+            ax.axvline(entries * page / MIB, color="grey", lw=0.8, ls=":")
+        ax.set(
+            title=f"{label}: ways {ways}" if ways else label,
+            xlabel="array size (MiB), one element per page",
+            ylabel="missed entries per traversal",
+        )
+        ax.legend(fontsize=8)
+    fig.suptitle(title)
+    return fig, axes
+
+
+def plot_tlb_reach(doc: dict, *, title: str):
+    """First-miss array size N*(s) against stride: flat up to the page, then growing."""
+    set_theme()
+    rows = pd.DataFrame(doc.get("reach") or [])
+    fig, ax = plt.subplots(figsize=(5.2, 3.6), layout="constrained")
+    if not rows.empty and rows["fit_bytes"].notna().any():
+        r = rows.dropna(subset=["fit_bytes"])
+        ax.plot(r["stride_bytes"] / 1024, r["fit_bytes"] / MIB, marker="o")
+        ax.set(xscale="log", yscale="log")
+        page = (doc.get("elements", {}).get("l1_tlb", {}).get("page_bytes") or {}).get("value")
+        if page:
+            ax.axvline(page / 1024, color="grey", ls=":", lw=1, label=f"page {page // 1024} KiB")
+            ax.legend(fontsize=8)
+    else:
+        ax.text(0.5, 0.5, "no TLB miss in the sweep", ha="center", transform=ax.transAxes)
+    ax.set(xlabel="stride (KiB)", ylabel="largest array without a TLB miss (MiB)", title=title)
+    return fig, ax
+
+
+def plot_latency_patterns(table: pd.DataFrame, doc: dict, *, title: str):
+    """Median latency per pattern and path (TPDS Fig. 14), with the spread of the accesses."""
+    set_theme()
+    paths = list(doc.get("paths", {}))
+    fig, ax = plt.subplots(figsize=(7, 3.8), layout="constrained")
+    patterns = ["P1", "P2", "P3", "P4", "P5", "P6"]
+    width = 0.8 / max(len(paths), 1)
+    for k, path in enumerate(paths):
+        med = [(doc["paths"][path].get(p) or {}).get("value") for p in patterns]
+        x = np.arange(len(patterns)) + (k - (len(paths) - 1) / 2) * width
+        ax.bar(x, [m or 0 for m in med], width, label=f"{path} path")
+        sub = table[table["path"] == path] if not table.empty else table
+        for xi, p in zip(x, patterns, strict=True):
+            lat = sub.loc[sub["pattern"] == p, "latency_cycles"] if not sub.empty else []
+            if len(lat):
+                lo, hi = np.percentile(lat, [5, 95])
+                ax.plot([xi, xi], [lo, hi], color="black", lw=1)
+        for xi, m in zip(x, med, strict=True):
+            if m:
+                ax.text(xi, m, f"{m:.0f}", ha="center", va="bottom", fontsize=7)
+    ax.set_xticks(np.arange(len(patterns)), patterns)
+    ax.set(ylabel="latency (cycles)", title=title)
+    ax.legend(fontsize=8)
+    return fig, ax
+
+
+def plot_tlbs(data: pd.DataFrame, doc: dict) -> dict:
+    """The tlbs family's figures, by file stem."""
+    device = doc["device"]
+    misses, _ = plot_tlb_misses(doc, title=f"{device}: TLB misses past the reach (TPDS Fig. 10)")
+    reach, _ = plot_tlb_reach(doc, title=f"{device}: TLB reach by stride")
+    return {"tlbs_set_misses": misses, "tlbs_reach": reach}
+
+
+def plot_patterns(data: pd.DataFrame, doc: dict) -> dict:
+    """The latency_patterns family's figure, by file stem."""
+    from ..analysis.latency_patterns import summary_table
+
+    fig, _ = plot_latency_patterns(
+        summary_table(data, doc),
+        doc,
+        title=f"{doc['device']}: global-memory latency patterns (TPDS Fig. 14)",
+    )
+    return {"latency_patterns": fig}

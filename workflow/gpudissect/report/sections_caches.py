@@ -1,0 +1,150 @@
+"""Report sections of the two-stage fine-grained P-chase families (`cache_stage1`, `caches`),
+with a replica of TPDS Table V. Numbers come from the result documents; paper values only from
+config/papers/tpds_table5.yaml, as the comparison column."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+PAPER_FILE = Path(__file__).resolve().parents[3] / "config" / "papers" / "tpds_table5.yaml"
+QUANTITIES = (
+    ("size_bytes", "size"),
+    ("line_bytes", "line"),
+    ("sector_bytes", "sector"),
+    ("sets", "sets"),
+    ("ways_per_set", "ways per set"),
+    ("set_index_bits", "set-index bits"),
+    ("policy", "policy (LRU?)"),
+    ("way_replacement_freq", "per-way replacement frequency"),
+    ("hit_latency_cycles", "hit latency"),
+    ("miss_latency_cycles", "miss latency"),
+    ("miss_penalty_cycles", "miss penalty"),
+)
+
+
+def _bytes(v: int) -> str:
+    return f"{v / 1024:g} KiB" if v >= 1024 and v % 256 == 0 else f"{v} B"
+
+
+def _value(key: str, v: Any) -> str:
+    if v is None:
+        return "—"
+    if key.endswith("_bytes"):
+        return _bytes(int(v))
+    if key.endswith("_cycles"):
+        return f"{v:g} cycles"
+    if key == "ways_per_set" and isinstance(v, list) and len(v) == 1:
+        return f"{v[0]} per set"
+    if key == "ways_per_set" and isinstance(v, list) and v and len(set(v)) == 1:
+        return f"{v[0]} (all {len(v)} sets)"
+    if key == "way_replacement_freq" and isinstance(v, list):
+        return "—" if len(v) > 16 else ", ".join(f"{x:.3f}" for x in v)
+    if isinstance(v, list):
+        return ", ".join(str(x) for x in v)
+    return str(v)
+
+
+def _cell(key: str, q: dict | None) -> str:
+    if not q:
+        return "—"
+    if q.get("value") is None:
+        reason = str(q.get("undetermined", "no reason recorded"))
+        return "undetermined" + (": not bit-defined" if reason.startswith("not bit-") else "")
+    return _value(key, q["value"])
+
+
+def stage1_section(doc: dict[str, Any], figures: list[str]) -> list[str]:
+    lines = ["### Cache stage 1: size, line, sector and latencies per load path", ""]
+    if doc.get("carveout_pct"):
+        lines += [f"Measured at L1/shared carveout {doc['carveout_pct']}%.", ""]
+    lines += [
+        "| path | level | element | size | sector | line | hit | miss | penalty |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+    ]
+    notes = []
+    for path, entry in doc["paths"].items():
+        if not entry.get("measured"):
+            notes.append(f"- `{path}`: not measured ({entry.get('reason')}).")
+            continue
+        for lv in entry["levels"]:
+            if lv.get("served_by"):
+                notes.append(
+                    f"- `{path}` is served at the {lv['served_by']} latency level "
+                    f"({lv['reference_hit_latency_cycles']:.0f} cycles): no {lv['element']} on it."
+                )
+                continue
+            cells = [
+                _cell(k, lv.get(k))
+                for k in (
+                    "size_bytes",
+                    "sector_bytes",
+                    "line_bytes",
+                    "hit_latency_cycles",
+                    "miss_latency_cycles",
+                    "miss_penalty_cycles",
+                )
+            ]
+            lines.append(
+                f"| {path} | {lv['level']} | {lv['element']} | " + " | ".join(cells) + " |"
+            )
+            for k in ("size_bytes", "line_bytes", "sector_bytes"):
+                q = lv.get(k, {})
+                if q.get("value") is None and q.get("undetermined"):
+                    notes.append(f"- `{path}` level {lv['level']} {k}: {q['undetermined']}")
+    lines += ["", *notes, "", f"Naming rule: {doc.get('naming_rule')}.", ""]
+    return lines
+
+
+def _paper(doc: dict) -> dict:
+    name = (doc.get("device_info") or {}).get("name")
+    if not name or not PAPER_FILE.is_file():
+        return {}
+    return (yaml.safe_load(PAPER_FILE.read_text()).get("gpus") or {}).get(name, {})
+
+
+def _paper_cell(key: str, entry: dict) -> str:
+    if key == "policy" and "lru" in entry:
+        e = entry["lru"]
+        return f"LRU {'yes' if e['value'] else 'no'} ({e['cite']})"
+    if key not in entry:
+        return "—"
+    e = entry[key]
+    return f"{_value(key, e['value'])} ({e['cite']})"
+
+
+def caches_section(doc: dict[str, Any], figures: list[str]) -> list[str]:
+    measured = "measured on this GPU" if doc.get("backend") == "cuda" else "recovered on the twin"
+    paper = _paper(doc)
+    lines = ["### Cache structures (two-stage fine-grained P-chase, TPDS Table V replica)", ""]
+    if doc.get("carveout_pct"):
+        lines += [f"Measured at L1/shared carveout {doc['carveout_pct']}%.", ""]
+    header = ["element", "quantity", *(["paper"] if paper else []), measured]
+    lines += ["| " + " | ".join(header) + " |", "|" + " --- |" * len(header)]
+    reasons = []
+    for name, el in doc["elements"].items():
+        if el.get("served_by"):
+            reasons.append(f"- {name}: the path is served by the {el['served_by']}; no {name}.")
+            continue
+        for key, label in QUANTITIES:
+            q = el.get(key)
+            if q is None:
+                continue
+            row = [name, label]
+            if paper:
+                row.append(_paper_cell(key, paper.get(name, {})))
+            row.append(_cell(key, q))
+            lines.append("| " + " | ".join(row) + " |")
+            if q.get("value") is None and key in ("sets", "set_index_bits", "policy"):
+                reasons.append(f"- {name} {label}: {q['undetermined']}")
+    lines += ["", *dict.fromkeys(reasons), ""]
+    if paper:
+        lines += [
+            "Paper column: TPDS Table V and Secs. 4.3-4.6 (NPC Table 4 gives the same cache "
+            "values; NPC Table 5 the latencies), Thesis Table 5.4 for the K20c; see "
+            "config/papers/tpds_table5.yaml.",
+            "",
+        ]
+    return lines
