@@ -167,7 +167,7 @@ def _typed_params(merged: dict[str, Any], where: str) -> dict[str, Any]:
     from .families import FAMILIES
 
     return {
-        name: fam().parse_params(merged[name], f"{where}.{name}")
+        name: fam.parse_params(merged[name], f"{where}.{name}")
         for name, fam in FAMILIES.items()
         if name in merged
     }

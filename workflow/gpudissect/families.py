@@ -13,111 +13,88 @@ A family has
 - `report_section(doc, figure_paths)`: the Markdown lines of its report section;
 - `sweep_inputs(device)` / `analysis_inputs(device)`: extra files (often another family's result)
   the sweep or the analysis reads, by name.
+
+Each job imports only what its stage needs: the functions are named by module and imported on
+first call (`_Ref`), so a sweep never loads plotting libraries, an analysis never loads the
+simulator, and a plot never loads the analysis (start-up is most of a small job's time).
 """
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any
 
-import pyarrow as pa
+
+class _Ref:
+    """A function named by module (relative to this package) and attribute, imported when first
+    called; `preload` modules are imported first (backend handlers that register themselves)."""
+
+    def __init__(self, module: str, attr: str, preload: tuple[str, ...] = ()):
+        self.module, self.attr, self.preload = module, attr, preload
+        self._fn: Callable[..., Any] | None = None
+
+    def resolve(self) -> Any:
+        if self._fn is None:
+            for mod in self.preload:
+                importlib.import_module(f"{__package__}.{mod}")
+            self._fn = getattr(importlib.import_module(f"{__package__}.{self.module}"), self.attr)
+        return self._fn
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        return self.resolve()(*args, **kwargs)
+
+    def __repr__(self) -> str:
+        return f"<{self.module}.{self.attr}>"
 
 
 def _no_inputs(device: Any) -> dict[str, str]:
     return {}
 
 
-@dataclass(frozen=True)
 class Family:
-    name: str
-    schema: pa.Schema
-    kernels: tuple[str, ...]
-    parse_params: Callable[[dict, str], Any]
-    run: Callable[..., Any]
-    analyse: Callable[..., dict]
-    plot: Callable[..., dict]
-    figures: tuple[str, ...]
-    report_section: Callable[[dict, list[str]], list[str]]
-    sweep_inputs: Callable[[Any], dict[str, str]] = field(default=_no_inputs)
-    analysis_inputs: Callable[[Any], dict[str, str]] = field(default=_no_inputs)
+    """One experiment family; see the module docstring. Build with `_family`."""
 
+    def __init__(
+        self,
+        *,
+        name: str,
+        experiment: str,
+        analyse: str,
+        plot: str,
+        report_section: str,
+        figures: tuple[str, ...],
+        handlers: tuple[str, ...] = (),
+        sweep_inputs: Callable[[Any], dict[str, str]] = _no_inputs,
+        analysis_inputs: Callable[[Any], dict[str, str]] = _no_inputs,
+    ):
+        self.name = name
+        self.figures = tuple(figures)
+        self._experiment = f"experiments.{experiment}"
+        self.parse_params = _Ref(self._experiment, "parse_params")
+        self.run = _Ref(self._experiment, "run", preload=handlers)
+        self.analyse = _Ref(*analyse.split(":"))
+        self.plot = _Ref(*plot.split(":"))
+        self.report_section = _Ref(*report_section.split(":"))
+        self.sweep_inputs = sweep_inputs
+        self.analysis_inputs = analysis_inputs
 
-def _l1_size() -> Family:
-    from .analysis import cache_size
-    from .experiments import l1_size
-    from .plotting import pchase
-    from .report import sections
+    @cached_property
+    def _module(self) -> Any:
+        return importlib.import_module(f"{__package__}.{self._experiment}")
 
-    return Family(
-        name="l1_size",
-        schema=l1_size.SCHEMA,
-        kernels=l1_size.KERNELS,
-        parse_params=l1_size.parse_params,
-        run=l1_size.run,
-        analyse=cache_size.analyse,
-        plot=pchase.plot_l1_size,
-        figures=("l1_size_sweep", "l1_size_latency_map"),
-        report_section=sections.l1_size_section,
-    )
+    @property
+    def schema(self) -> Any:
+        """The Parquet schema of the trace (a pyarrow.Schema)."""
+        return self._module.SCHEMA
 
+    @property
+    def kernels(self) -> tuple[str, ...]:
+        return tuple(self._module.KERNELS)
 
-def _pchase_classic() -> Family:
-    from .analysis import classic
-    from .experiments import pchase_classic
-    from .plotting.classic import plot_classic
-    from .report import sections
-
-    return Family(
-        name="pchase_classic",
-        schema=pchase_classic.SCHEMA,
-        kernels=pchase_classic.KERNELS,
-        parse_params=pchase_classic.parse_params,
-        run=pchase_classic.run,
-        analyse=classic.analyse,
-        plot=plot_classic,
-        figures=("pchase_classic",),
-        report_section=sections.pchase_classic_section,
-    )
-
-
-def _l2() -> Family:
-    from .analysis import l2 as analysis
-    from .experiments import l2
-    from .plotting.l2 import plot_l2
-    from .report import sections
-
-    return Family(
-        name="l2",
-        schema=l2.SCHEMA,
-        kernels=l2.KERNELS,
-        parse_params=l2.parse_params,
-        run=l2.run,
-        analyse=analysis.analyse,
-        plot=plot_l2,
-        figures=("l2_footprint",),
-        report_section=sections.l2_section,
-    )
-
-
-def _bank_conflicts() -> Family:
-    from .analysis import bank_model
-    from .backends import banks_cuda, banks_sim  # noqa: F401 - registers the work handlers
-    from .experiments import bank_conflicts
-    from .plotting import banks
-    from .report import sections_banks
-
-    return Family(
-        name="bank_conflicts",
-        schema=bank_conflicts.SCHEMA,
-        kernels=bank_conflicts.KERNELS,
-        parse_params=bank_conflicts.parse_params,
-        run=bank_conflicts.run,
-        analyse=bank_model.analyse,
-        plot=banks.plot_bank_conflicts,
-        figures=("bank_conflicts_stride", "bank_conflicts_degree"),
-        report_section=sections_banks.bank_conflicts_section,
-    )
+    def __repr__(self) -> str:
+        return f"Family({self.name!r})"
 
 
 def _bank_result_input(device: Any) -> dict[str, str]:
@@ -127,47 +104,6 @@ def _bank_result_input(device: Any) -> dict[str, str]:
     return {"bank_conflicts": f"results/analysis/{device.name}/bank_conflicts.json"}
 
 
-def _shared_throughput() -> Family:
-    from .analysis import throughput
-    from .backends import throughput_cuda, throughput_sim  # noqa: F401 - registers handlers
-    from .experiments import shared_throughput
-    from .plotting import throughput as plots
-    from .report import sections_throughput
-
-    return Family(
-        name="shared_throughput",
-        schema=shared_throughput.SCHEMA,
-        kernels=shared_throughput.KERNELS,
-        parse_params=shared_throughput.parse_params,
-        run=shared_throughput.run,
-        analyse=throughput.analyse_shared,
-        plot=plots.plot_shared_throughput,
-        figures=("shared_throughput_warps", "shared_throughput_ilp"),
-        report_section=sections_throughput.shared_throughput_section,
-        analysis_inputs=_bank_result_input,
-    )
-
-
-def _global_throughput() -> Family:
-    from .analysis import throughput
-    from .backends import throughput_cuda, throughput_sim  # noqa: F401 - registers handlers
-    from .experiments import global_throughput
-    from .plotting import throughput as plots
-    from .report import sections_throughput
-
-    return Family(
-        name="global_throughput",
-        schema=global_throughput.SCHEMA,
-        kernels=global_throughput.KERNELS,
-        parse_params=global_throughput.parse_params,
-        run=global_throughput.run,
-        analyse=throughput.analyse_global,
-        plot=plots.plot_global_throughput,
-        figures=("global_throughput_ctas",),
-        report_section=sections_throughput.global_throughput_section,
-    )
-
-
 def _l2_flush_result_input(device: Any) -> dict[str, str]:
     """The requests analysis checks its footprint against the measured L2, when measured."""
     if not device.enabled("l2_flush"):
@@ -175,147 +111,131 @@ def _l2_flush_result_input(device: Any) -> dict[str, str]:
     return {"l2_flush": f"results/analysis/{device.name}/l2_flush.json"}
 
 
-def _requests() -> Family:
-    from .analysis import requests as analysis
-    from .backends import requests_cuda, requests_sim  # noqa: F401 - registers handlers
-    from .experiments import requests
-    from .plotting import requests as plots
-    from .report import sections_requests
-
-    return Family(
-        name="requests",
-        schema=requests.SCHEMA,
-        kernels=requests.KERNELS,
-        parse_params=requests.parse_params,
-        run=requests.run,
-        analyse=analysis.analyse,
-        plot=plots.plot_requests,
-        figures=plots.REQUEST_FIGURES,
-        report_section=sections_requests.requests_section,
-        analysis_inputs=_l2_flush_result_input,
-    )
-
-
-def _l2_flush() -> Family:
-    from .analysis import l2_flush as analysis
-    from .backends import requests_cuda, requests_sim  # noqa: F401 - registers handlers
-    from .experiments import l2_flush
-    from .plotting import requests as plots
-    from .report import sections_requests
-
-    return Family(
-        name="l2_flush",
-        schema=l2_flush.SCHEMA,
-        kernels=l2_flush.KERNELS,
-        parse_params=l2_flush.parse_params,
-        run=l2_flush.run,
-        analyse=analysis.analyse,
-        plot=plots.plot_l2_flush,
-        figures=plots.L2_FIGURES,
-        report_section=sections_requests.l2_flush_section,
-    )
-
-
-def _tlbs() -> Family:
-    from .analysis import tlb
-    from .experiments import tlbs
-    from .plotting import tlb as tlb_plots
-    from .report import sections_tlb
-
-    return Family(
-        name="tlbs",
-        schema=tlbs.SCHEMA,
-        kernels=tlbs.KERNELS,
-        parse_params=tlbs.parse_params,
-        run=tlbs.run,
-        analyse=tlb.analyse,
-        plot=tlb_plots.plot_tlbs,
-        figures=("tlbs_set_misses", "tlbs_reach"),
-        report_section=sections_tlb.tlbs_section,
-    )
-
-
 def _tlbs_result_input(device: Any) -> dict[str, str]:
     """The latency-pattern chain and its classification use this device's measured TLBs."""
     return {"tlbs": f"results/analysis/{device.name}/tlbs.json"}
 
 
-def _latency_patterns() -> Family:
-    from .analysis import latency_patterns as patterns
-    from .experiments import latency_patterns
-    from .plotting import tlb as tlb_plots
-    from .report import sections_tlb
+def _stage1_result_input(device: Any) -> dict[str, str]:
+    """Stage 2 (`caches`) sweeps and analyses the levels stage 1 found."""
+    return {"cache_stage1": f"results/analysis/{device.name}/cache_stage1.json"}
 
-    return Family(
+
+# Figure stems Snakemake needs before any job runs (the plot functions return exactly these).
+_REQUEST_PATTERNS = ("unq", "merger2", "merger4", "merger8", "merger16", "merger32")
+
+_FAMILIES = (
+    Family(
+        name="l1_size",
+        experiment="l1_size",
+        analyse="analysis.cache_size:analyse",
+        plot="plotting.pchase:plot_l1_size",
+        figures=("l1_size_sweep", "l1_size_latency_map"),
+        report_section="report.sections:l1_size_section",
+    ),
+    Family(
+        name="cache_stage1",
+        experiment="cache_stage1",
+        analyse="analysis.cache_levels:analyse",
+        plot="plotting.caches:plot_stage1",
+        figures=("cache_stage1_sweeps",),
+        report_section="report.sections_caches:stage1_section",
+    ),
+    Family(
+        name="caches",
+        experiment="caches",
+        analyse="analysis.caches:analyse",
+        plot="plotting.caches:plot_caches",
+        figures=("caches_sets", "caches_replacement"),
+        report_section="report.sections_caches:caches_section",
+        sweep_inputs=_stage1_result_input,
+        analysis_inputs=_stage1_result_input,
+    ),
+    Family(
+        name="pchase_classic",
+        experiment="pchase_classic",
+        analyse="analysis.classic:analyse",
+        plot="plotting.classic:plot_classic",
+        figures=("pchase_classic",),
+        report_section="report.sections:pchase_classic_section",
+    ),
+    Family(
+        name="l2",
+        experiment="l2",
+        analyse="analysis.l2:analyse",
+        plot="plotting.l2:plot_l2",
+        figures=("l2_footprint",),
+        report_section="report.sections:l2_section",
+    ),
+    Family(
+        name="bank_conflicts",
+        experiment="bank_conflicts",
+        handlers=("backends.banks_sim", "backends.banks_cuda"),
+        analyse="analysis.bank_model:analyse",
+        plot="plotting.banks:plot_bank_conflicts",
+        figures=("bank_conflicts_stride", "bank_conflicts_degree"),
+        report_section="report.sections_banks:bank_conflicts_section",
+    ),
+    Family(
+        name="shared_throughput",
+        experiment="shared_throughput",
+        handlers=("backends.throughput_sim", "backends.throughput_cuda"),
+        analyse="analysis.throughput:analyse_shared",
+        plot="plotting.throughput:plot_shared_throughput",
+        figures=("shared_throughput_warps", "shared_throughput_ilp"),
+        report_section="report.sections_throughput:shared_throughput_section",
+        analysis_inputs=_bank_result_input,
+    ),
+    Family(
+        name="global_throughput",
+        experiment="global_throughput",
+        handlers=("backends.throughput_sim", "backends.throughput_cuda"),
+        analyse="analysis.throughput:analyse_global",
+        plot="plotting.throughput:plot_global_throughput",
+        figures=("global_throughput_ctas",),
+        report_section="report.sections_throughput:global_throughput_section",
+    ),
+    Family(
+        name="l2_flush",
+        experiment="l2_flush",
+        handlers=("backends.requests_sim", "backends.requests_cuda"),
+        analyse="analysis.l2_flush:analyse",
+        plot="plotting.requests:plot_l2_flush",
+        figures=("l2_flush",),
+        report_section="report.sections_requests:l2_flush_section",
+    ),
+    Family(
+        name="requests",
+        experiment="requests",
+        handlers=("backends.requests_sim", "backends.requests_cuda"),
+        analyse="analysis.requests:analyse",
+        plot="plotting.requests:plot_requests",
+        figures=tuple(f"requests_{p}" for p in _REQUEST_PATTERNS),
+        report_section="report.sections_requests:requests_section",
+        analysis_inputs=_l2_flush_result_input,
+    ),
+    Family(
+        name="tlbs",
+        experiment="tlbs",
+        analyse="analysis.tlb:analyse",
+        plot="plotting.tlb:plot_tlbs",
+        figures=("tlbs_set_misses", "tlbs_reach"),
+        report_section="report.sections_tlb:tlbs_section",
+    ),
+    Family(
         name="latency_patterns",
-        schema=latency_patterns.SCHEMA,
-        kernels=latency_patterns.KERNELS,
-        parse_params=latency_patterns.parse_params,
-        run=latency_patterns.run,
-        analyse=patterns.analyse,
-        plot=tlb_plots.plot_patterns,
+        experiment="latency_patterns",
+        analyse="analysis.latency_patterns:analyse",
+        plot="plotting.tlb:plot_patterns",
         figures=("latency_patterns",),
-        report_section=sections_tlb.latency_patterns_section,
+        report_section="report.sections_tlb:latency_patterns_section",
         sweep_inputs=_tlbs_result_input,
         analysis_inputs=_tlbs_result_input,
-    )
+    ),
+)
 
-
-def _cache_stage1() -> Family:
-    from .analysis import cache_levels
-    from .experiments import cache_stage1
-    from .plotting import caches as plots
-    from .report import sections_caches
-
-    return Family(
-        name="cache_stage1",
-        schema=cache_stage1.SCHEMA,
-        kernels=cache_stage1.KERNELS,
-        parse_params=cache_stage1.parse_params,
-        run=cache_stage1.run,
-        analyse=cache_levels.analyse,
-        plot=plots.plot_stage1,
-        figures=plots.STAGE1_FIGURES,
-        report_section=sections_caches.stage1_section,
-    )
-
-
-def _caches() -> Family:
-    from .analysis import caches as analysis
-    from .experiments import caches
-    from .plotting import caches as plots
-    from .report import sections_caches
-
-    return Family(
-        name="caches",
-        schema=caches.SCHEMA,
-        kernels=caches.KERNELS,
-        parse_params=caches.parse_params,
-        run=caches.run,
-        analyse=analysis.analyse,
-        plot=plots.plot_caches,
-        figures=plots.CACHES_FIGURES,
-        report_section=sections_caches.caches_section,
-        sweep_inputs=caches.stage1_path,
-        analysis_inputs=caches.stage1_path,
-    )
-
-
-# name -> loader (imports lazily, so the config can be checked without plotting libraries)
-FAMILIES: dict[str, Callable[[], Family]] = {
-    "l1_size": _l1_size,
-    "cache_stage1": _cache_stage1,
-    "caches": _caches,
-    "pchase_classic": _pchase_classic,
-    "l2": _l2,
-    "bank_conflicts": _bank_conflicts,
-    "shared_throughput": _shared_throughput,
-    "global_throughput": _global_throughput,
-    "l2_flush": _l2_flush,
-    "requests": _requests,
-    "tlbs": _tlbs,
-    "latency_patterns": _latency_patterns,
-}
+# name -> family, in report order
+FAMILIES: dict[str, Family] = {f.name: f for f in _FAMILIES}
 
 
 def family(name: str) -> Family:
@@ -323,4 +243,4 @@ def family(name: str) -> Family:
 
     if name not in FAMILIES:
         raise ConfigError(f"experiment {name!r} is unknown; allowed: {sorted(FAMILIES)}")
-    return FAMILIES[name]()
+    return FAMILIES[name]

@@ -16,7 +16,7 @@ except GpuDissectError as exc:
     raise WorkflowError(f"gpudissect: {exc}") from None
 
 DEVICES = {d.name: d for d in RUN.devices}
-FAMILY = {name: load() for name, load in FAMILIES.items()}
+FAMILY = dict(FAMILIES)
 ENV = "../../envs/gpudissect.yaml"
 CUDA_ENV = "../../envs/gpudissect-cuda.yaml"
 

@@ -30,9 +30,8 @@ from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
-from scipy.stats import binom
 
-from .misses import FirstMissDetector
+from .misses import FirstMissDetector, binom_sf
 
 GRANULE_TOLERANCE = 0.05  # share of missed addresses allowed off the granule (outliers)
 MIN_GRANULE_MISSES = 16  # fewest classified misses the granule rule works with
@@ -179,7 +178,7 @@ def still_misses(latency: np.ndarray, classifier: Classifier, *, alpha: float = 
     """(misses, p-value, whether the misses exceed what the outlier rate explains)."""
     lat = np.asarray(latency, dtype=np.float64)
     k = int(np.sum(classifier.slow(lat)))
-    p = float(binom.sf(k - 1, lat.size, classifier.outlier_rate)) if k else 1.0
+    p = float(binom_sf(k - 1, lat.size, classifier.outlier_rate)) if k else 1.0
     return k, p, p < alpha
 
 

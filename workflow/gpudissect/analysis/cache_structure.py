@@ -28,10 +28,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
-from scipy.stats import binom
 
 from .cache_levels import Classifier
-from .misses import _MAD_TO_SIGMA, FirstMissDetector
+from .misses import _MAD_TO_SIGMA, FirstMissDetector, binom_sf
 
 LINE_ALPHA = 1e-3  # significance of a line's misses at one k against the outlier rate
 PERSISTENCE = 0.8  # share of later k at which a member keeps missing
@@ -60,7 +59,7 @@ def line_miss_table(rows: pd.DataFrame, classifier: Classifier, line_bytes: int)
     )
     out = df.groupby(["k", "line"], sort=True)["miss"].agg(["size", "sum"]).reset_index()
     # a line misses at k when its slow accesses there are more than timing outliers explain
-    p = binom.sf(out["sum"].to_numpy() - 1, out["size"].to_numpy(), classifier.outlier_rate)
+    p = binom_sf(out["sum"].to_numpy() - 1, out["size"].to_numpy(), classifier.outlier_rate)
     out["missing"] = (out["sum"] >= 2) & (p < LINE_ALPHA) | (out["sum"] == out["size"])
     return out
 

@@ -14,11 +14,18 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
-from scipy.stats import binom
 
 from ..exceptions import AnalysisError
 
 _MAD_TO_SIGMA = 1.4826
+
+
+def binom_sf(k, n, p):
+    """P(X > k) for X ~ Binomial(n, p) (scipy.stats.binom.sf), imported lazily: scipy.stats
+    costs most of a short job's start-up and the sweeps import this module too."""
+    from scipy.special import bdtrc
+
+    return bdtrc(k, n, p)
 
 
 @dataclass(frozen=True)
@@ -80,7 +87,7 @@ class FirstMissDetector:
         sizes = np.array([g.size for g in groups])
         tested = len(x) - self.reference_sizes
         # P(X >= k) under the outlier rate alone, Bonferroni over the tested sizes
-        p = np.minimum(1.0, binom.sf(counts - 1, sizes, outlier_rate) * tested)
+        p = np.minimum(1.0, binom_sf(counts - 1, sizes, outlier_rate) * tested)
         significant = p < self.alpha
         significant[: self.reference_sizes] = False
         first = None
