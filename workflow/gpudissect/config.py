@@ -15,6 +15,8 @@ from typing import Any
 import jsonschema
 import yaml
 
+from gpudissect import yamlio
+
 from .exceptions import ConfigError
 from .provenance import REPO_ROOT
 
@@ -75,11 +77,11 @@ def load_schema(path: Path = CONFIG_SCHEMA) -> dict[str, Any]:
     """The run-config schema, with each experiment family's fragment
     (config/schemas/experiments/<name>.schema.yaml) added under `experiments`."""
     with open(path) as f:
-        schema = yaml.safe_load(f)
+        schema = yamlio.safe_load(f)
     props = schema["$defs"]["experiments"]["properties"]
     for fragment in sorted((path.parent / "experiments").glob("*.schema.yaml")):
         with open(fragment) as f:
-            doc = yaml.safe_load(f)
+            doc = yamlio.safe_load(f)
         props[doc["experiment"]] = {**doc["schema"], "default": {}}
     return schema
 
@@ -254,7 +256,7 @@ def load(path: str | os.PathLike, *, base_dir: str | os.PathLike = ".") -> RunCo
         raise ConfigError(f"config file {str(path)!r} does not exist")
     with open(path) as f:
         try:
-            raw = yaml.safe_load(f) or {}
+            raw = yamlio.safe_load(f) or {}
         except yaml.YAMLError as exc:
             raise ConfigError(f"{path}: not valid YAML ({exc})") from exc
     return parse(raw, base_dir=base_dir)

@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-import yaml
+from gpudissect import yamlio
 
 PAPERS = Path(__file__).resolve().parents[3] / "config" / "papers"
 
@@ -17,7 +17,7 @@ def paper_values(filename: str, doc: dict[str, Any]) -> dict[str, Any] | None:
     path = PAPERS / filename
     if not path.is_file():
         return None
-    gpus = yaml.safe_load(path.read_text()).get("gpus", {})
+    gpus = yamlio.safe_load(path.read_text()).get("gpus", {})
     return gpus.get(doc.get("device_info", {}).get("name", ""))
 
 

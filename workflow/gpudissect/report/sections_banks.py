@@ -6,7 +6,7 @@ from __future__ import annotations
 from functools import cache
 from typing import Any
 
-import yaml
+from gpudissect import yamlio
 
 from ..provenance import REPO_ROOT
 
@@ -17,7 +17,7 @@ PAPER_FILE = REPO_ROOT / "config" / "papers" / "tpds_banks_throughput.yaml"
 def _papers() -> dict[str, Any]:
     if not PAPER_FILE.is_file():
         return {}
-    return yaml.safe_load(PAPER_FILE.read_text()) or {}
+    return yamlio.safe_load(PAPER_FILE.read_text()) or {}
 
 
 def paper_values(doc: dict[str, Any], block: str) -> dict[str, Any] | None:

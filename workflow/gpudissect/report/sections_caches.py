@@ -7,7 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-import yaml
+from gpudissect import yamlio
 
 PAPER_FILE = Path(__file__).resolve().parents[3] / "config" / "papers" / "tpds_table5.yaml"
 QUANTITIES = (
@@ -102,7 +102,7 @@ def _paper(doc: dict) -> dict:
     name = (doc.get("device_info") or {}).get("name")
     if not name or not PAPER_FILE.is_file():
         return {}
-    return (yaml.safe_load(PAPER_FILE.read_text()).get("gpus") or {}).get(name, {})
+    return (yamlio.safe_load(PAPER_FILE.read_text()).get("gpus") or {}).get(name, {})
 
 
 def _paper_cell(key: str, entry: dict) -> str:

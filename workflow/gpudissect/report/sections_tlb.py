@@ -7,7 +7,7 @@ from __future__ import annotations
 from functools import cache
 from typing import Any
 
-import yaml
+from gpudissect import yamlio
 
 from ..provenance import REPO_ROOT
 
@@ -18,7 +18,7 @@ PATTERNS = ("P1", "P2", "P3", "P4", "P5", "P6")
 @cache
 def _paper(name: str) -> dict[str, Any]:
     path = PAPERS / f"{name}.yaml"
-    return (yaml.safe_load(path.read_text()) or {}) if path.is_file() else {}
+    return (yamlio.safe_load(path.read_text()) or {}) if path.is_file() else {}
 
 
 def _gpu_key(doc: dict[str, Any]) -> str | None:

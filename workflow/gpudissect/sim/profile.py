@@ -17,6 +17,8 @@ from typing import Any
 import jsonschema
 import yaml
 
+from gpudissect import yamlio
+
 from ..exceptions import ProfileError
 from ..provenance import REPO_ROOT
 from .banks import SharedSpec
@@ -107,7 +109,7 @@ def _describe(err: jsonschema.ValidationError) -> str:
 
 def _schema_errors(doc: Any, schema_path: Path) -> list[str]:
     with open(schema_path) as f:
-        schema = yaml.safe_load(f)
+        schema = yamlio.safe_load(f)
     errors = list(jsonschema.Draft202012Validator(schema).iter_errors(doc))
     if not errors:
         return []
@@ -361,7 +363,7 @@ def load_profile(path: str | os.PathLike, *, schema_path: Path = PROFILE_SCHEMA)
     file = os.fspath(path)
     try:
         with open(file) as f:
-            doc = yaml.safe_load(f)
+            doc = yamlio.safe_load(f)
     except OSError as e:
         raise ProfileError(f"{file}: cannot read the profile: {e.strerror}") from e
     except yaml.YAMLError as e:
