@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -40,6 +41,35 @@ class Trace:
     path: Path | None = None
 
 
+def _list_column(values: pd.Series, field: pa.Field) -> pa.Array | None:
+    """A list column whose cells are all numpy arrays, built from one concatenated buffer
+    (`Table.from_pandas` converts such cells one by one); None when the fast path does not apply."""
+    cells = values.to_numpy()
+    if not len(cells) or not all(isinstance(c, np.ndarray) and c.ndim == 1 for c in cells):
+        return None
+    offsets = np.zeros(len(cells) + 1, dtype=np.int64)
+    np.cumsum([c.size for c in cells], out=offsets[1:])
+    if offsets[-1] >= 2**31:
+        return None
+    flat = pa.array(np.concatenate(cells), type=field.type.value_type)
+    return pa.ListArray.from_arrays(pa.array(offsets.astype(np.int32)), flat, type=field.type)
+
+
+def _to_table(data: pd.DataFrame, schema: pa.Schema) -> pa.Table:
+    lists = {
+        f.name: col
+        for f in schema
+        if pa.types.is_list(f.type) and (col := _list_column(data[f.name], f)) is not None
+    }
+    if not lists:
+        return pa.Table.from_pandas(data[schema.names], schema=schema, preserve_index=False)
+    rest = [n for n in schema.names if n not in lists]
+    rest_schema = pa.schema([schema.field(n) for n in rest])
+    base = pa.Table.from_pandas(data[rest], schema=rest_schema, preserve_index=False)
+    columns = [lists[n] if n in lists else base.column(n) for n in schema.names]
+    return pa.Table.from_arrays(columns, schema=schema.remove_metadata())
+
+
 def write_trace(
     path: str | os.PathLike, data: pd.DataFrame, *, schema: pa.Schema, provenance: dict[str, Any]
 ) -> Path:
@@ -53,7 +83,7 @@ def write_trace(
         raise TraceError(
             f"{path}: columns do not match the schema (missing {absent}, unexpected {extra})"
         )
-    table = pa.Table.from_pandas(data[schema.names], schema=schema, preserve_index=False)
+    table = _to_table(data, schema)
     meta = dict(provenance, trace_format_version=TRACE_FORMAT_VERSION)
     table = table.replace_schema_metadata({METADATA_KEY: json.dumps(meta, default=str).encode()})
     path = Path(path)

@@ -5,7 +5,15 @@ latencies come out. ``load_profile`` reads a device profile (config/README.md, "
 profiles"); ``SimGPU`` runs loads and fine-grained P-chases on it.
 """
 
-from .engine import SimGPU
 from .profile import DeviceProfile, load_profile, profile_sha256
 
 __all__ = ["DeviceProfile", "SimGPU", "load_profile", "profile_sha256"]
+
+
+def __getattr__(name: str):
+    # the engine (and numba) loads on first use: the bank and throughput models do not need it
+    if name == "SimGPU":
+        from .engine import SimGPU
+
+        return SimGPU
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -42,6 +42,7 @@ paper's setting, whose data fit in L2), optionally with seeded Gaussian jitter.
 
 from __future__ import annotations
 
+import functools
 import heapq
 from dataclasses import dataclass
 
@@ -255,28 +256,53 @@ def _simulate(
 # ---------------------------------------------------------------------------------------------
 
 
+@njit(cache=True)
+def _groups_loop(blocks, n_loads, warp_threads):
+    """`_groups` on the flat (thread-major) block numbers: dense block ids in sorted order of the
+    block numbers, then per instruction the distinct blocks in order of their first thread."""
+    n = blocks.size
+    threads = n // n_loads
+    order = np.argsort(blocks, kind="mergesort")
+    dense = np.empty(n, np.int64)
+    nb = 0
+    for k in range(n):
+        if k > 0 and blocks[order[k]] != blocks[order[k - 1]]:
+            nb += 1
+        dense[order[k]] = nb
+    n_blocks = nb + 1 if n > 0 else 0
+    n_instr = -(-threads // warp_threads) * n_loads
+    g_instr = np.empty(n, np.int64)
+    g_block = np.empty(n, np.int64)
+    g_threads = np.zeros(n, np.int64)
+    i_gstart = np.empty(n_instr, np.int64)
+    i_gcount = np.zeros(n_instr, np.int64)
+    ng = 0
+    for i in range(n_instr):
+        w, j = i // n_loads, i % n_loads
+        i_gstart[i] = ng
+        for t in range(w * warp_threads, min(threads, (w + 1) * warp_threads)):
+            b = dense[t * n_loads + j]
+            g = i_gstart[i]
+            while g < ng and g_block[g] != b:
+                g += 1
+            if g == ng:  # a block this instruction has not touched yet
+                g_instr[ng] = i
+                g_block[ng] = b
+                ng += 1
+            g_threads[g] += 1
+        i_gcount[i] = ng - i_gstart[i]
+    return g_instr[:ng], g_block[:ng], g_threads[:ng], i_gstart, i_gcount, n_blocks
+
+
 def _groups(addresses: np.ndarray, block_bytes: int):
     """Coalesce: per warp load (instruction ``w * N + j``), the distinct blocks and their
     thread counts, in order of each block's first thread; blocks renumbered densely."""
     threads, n_loads = addresses.shape
-    blocks = addresses // block_bytes
-    _, block_id = np.unique(blocks, return_inverse=True)
-    block_id = block_id.reshape(threads, n_loads)
-    n_blocks = int(block_id.max()) + 1
-    thread = np.repeat(np.arange(threads), n_loads)
-    instr = (thread // WARP_THREADS) * n_loads + np.tile(np.arange(n_loads), threads)
-    key = instr * n_blocks + block_id.ravel()
-    uniq, first, counts = np.unique(key, return_index=True, return_counts=True)
-    order = np.lexsort((thread[first], uniq // n_blocks))
-    g_instr = (uniq // n_blocks)[order]
-    g_block = (uniq % n_blocks)[order]
-    g_threads = counts[order]
-    n_instr = -(-threads // WARP_THREADS) * n_loads
-    i_gstart = np.searchsorted(g_instr, np.arange(n_instr)).astype(np.int64)
-    i_gcount = np.bincount(g_instr, minlength=n_instr).astype(np.int64)
-    return g_instr, g_block, g_threads.astype(np.int64), i_gstart, i_gcount, n_blocks
+    blocks = np.ascontiguousarray(addresses // block_bytes, dtype=np.int64).ravel()
+    return _groups_loop(blocks, n_loads, WARP_THREADS)
 
 
+@functools.lru_cache(maxsize=256)
 def _unit_order(warps: int, n_loads: int, units: int):
     """Instruction ids each unit serves, load-major then warp: unit u has warps u, u+U, ..."""
     order, start = [], [0]

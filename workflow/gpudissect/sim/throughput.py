@@ -26,8 +26,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from numba import njit
-
 from gpudissect.exceptions import ConfigError, ProfileError
 
 from .banks import SharedSpec, strided_warp_access
@@ -83,10 +81,10 @@ class CopyThroughput:
     waves: float  # CTAs / (SMs x resident CTAs per SM); 1 for shared copies
 
 
-@njit(cache=True)
 def mva_throughput(customers, demand, delay):
     """Customers completed per time unit in a closed network of one queueing server
-    (``demand`` per visit) and one delay station (``delay``), by exact mean-value analysis."""
+    (``demand`` per visit) and one delay station (``delay``), by exact mean-value analysis.
+    (Plain Python: at most a few thousand steps a launch, far below numba's start-up cost.)"""
     queue = 0.0
     x = 0.0
     for n in range(1, customers + 1):
