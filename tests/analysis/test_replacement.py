@@ -1,8 +1,16 @@
 """Replacement rules (analysis.replacement) on hand-made walks."""
 
 import numpy as np
+import pytest
 
-from gpudissect.analysis.replacement import Walk, consistent, periodic, predict, reconstruct
+from gpudissect.analysis.replacement import (
+    Walk,
+    consistent,
+    periodic,
+    predict,
+    reconstruct,
+    uniform_p_value,
+)
 
 
 def test_lru_fifo_plru_predictions_by_hand():
@@ -50,3 +58,17 @@ def test_reconstruction_recovers_weighted_victims():
     assert rec.inconsistent == 0
     assert np.allclose(rec.counts, counts[: len(rec.counts)], atol=1)
     assert np.allclose(rec.frequencies, weights, atol=0.02)
+
+
+@pytest.mark.parametrize(
+    "counts", [[3, 4, 5, 6], [0, 0, 7], [100, 2, 3, 1, 5, 6, 7, 8], [250, 251, 249, 250]]
+)
+def test_uniform_p_value_is_pearsons_chi_square(counts):
+    # the reference is scipy's own implementation of the same test
+    from scipy.stats import chisquare
+
+    assert uniform_p_value(np.array(counts)) == pytest.approx(chisquare(counts).pvalue, rel=1e-12)
+
+
+def test_uniform_p_value_without_counts_is_one():
+    assert uniform_p_value(np.zeros(4)) == 1.0
