@@ -37,7 +37,7 @@ def main() -> None:
         for attempt in range(2):
             work = Path(tmp, f"run{attempt}")
             ignore = shutil.ignore_patterns("__pycache__", "*.pyc")
-            for item in ("Snakefile", "workflow", "config", "kernels", "envs"):
+            for item in ("Snakefile", "workflow", "config", "kernels", "envs", "profiles"):
                 src = REPO / item
                 (
                     shutil.copytree(src, work / item, ignore=ignore)

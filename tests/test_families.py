@@ -48,3 +48,14 @@ def test_a_stage_imports_only_what_it_needs(stage, forbidden):
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]", out.stdout + out.stderr
+
+
+def test_plot_pairs_experiments_traces_and_results(tmp_path, capsys):
+    from gpudissect.cli import main
+
+    rc = main(
+        ["plot", "--experiment", "l1_size", "l2", "--trace", "t.parquet",
+         "--analysis", "a.json", "b.json", "--out-dir", str(tmp_path)]
+    )  # fmt: skip
+    assert rc == 2
+    assert "pair up in order; got 2, 1 and 2 values" in capsys.readouterr().err

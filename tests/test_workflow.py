@@ -80,4 +80,4 @@ def test_deleted_output_is_rebuilt_alone(workdir):
     (workdir / "results/figures/tiny/l1_size_sweep.png").unlink()
     proc = _snakemake(workdir, "--dry-run")
     out = proc.stdout + proc.stderr
-    assert "plot_l1_size" in out and "run_sweep" not in out
+    assert "plot_tiny" in out and "run_sweep" not in out

@@ -113,31 +113,45 @@ def cmd_analyze(args: argparse.Namespace) -> int:
 
 
 def cmd_plot(args: argparse.Namespace) -> int:
+    """The figures of one or more experiments of one device, in one process."""
     import matplotlib.pyplot as plt
 
     from .families import family
     from .traces import read_trace
 
-    fam = family(args.experiment)
-    trace = read_trace(args.trace, schema=fam.schema)
-    doc = json.loads(Path(args.analysis).read_text())
+    if not len(args.experiment) == len(args.trace) == len(args.analysis):
+        raise GpuDissectError(
+            f"plot: --experiment, --trace and --analysis pair up in order; got "
+            f"{len(args.experiment)}, {len(args.trace)} and {len(args.analysis)} values"
+        )
     out_dir = Path(args.out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
-    if trace.data.empty:
-        from .analysis.result import no_path_reason
-        from .plotting import placeholder
+    for name, trace_path, analysis_path in zip(
+        args.experiment, args.trace, args.analysis, strict=True
+    ):
+        fam = family(name)
+        trace = read_trace(trace_path, schema=fam.schema)
+        doc = json.loads(Path(analysis_path).read_text())
+        if trace.data.empty:
+            from .analysis.result import no_path_reason
+            from .plotting import placeholder
 
-        reason = no_path_reason(trace.provenance)
-        figures = {stem: placeholder(f"{doc['device']}: {stem}", reason)[0] for stem in fam.figures}
-    else:
-        figures = fam.plot(trace.data, doc)
-    missing = set(fam.figures) - set(figures)
-    if missing:
-        raise GpuDissectError(f"plot of {fam.name} did not make {sorted(missing)}")
-    for stem, fig in figures.items():
-        for ext in args.formats:
-            fig.savefig(out_dir / f"{stem}.{ext}", dpi=150)
-        plt.close(fig)
+            reason = no_path_reason(trace.provenance)
+            figures = {
+                stem: placeholder(f"{doc['device']}: {stem}", reason)[0] for stem in fam.figures
+            }
+        else:
+            figures = fam.plot(trace.data, doc)
+        missing = set(fam.figures) - set(figures)
+        if missing:
+            raise GpuDissectError(f"plot of {fam.name} did not make {sorted(missing)}")
+        for stem, fig in figures.items():
+            for k, ext in enumerate(args.formats):
+                fig.savefig(out_dir / f"{stem}.{ext}", dpi=150)
+                if k == 0:  # the layout is done: later formats reuse it instead of redoing it
+                    fig.set_layout_engine("none")
+            plt.close(fig)
+        log.info("%s: %d figures", name, len(figures))
     return 0
 
 
@@ -210,10 +224,13 @@ def build_parser() -> argparse.ArgumentParser:
     )
     s.set_defaults(func=cmd_analyze)
 
-    s = sub.add_parser("plot", help="the figures of one experiment's trace and result")
-    s.add_argument("--experiment", default="l1_size")
-    s.add_argument("--trace", required=True)
-    s.add_argument("--analysis", required=True, help="the result JSON of the trace")
+    s = sub.add_parser(
+        "plot",
+        help="the figures of one or more experiments (traces and results paired in order)",
+    )
+    s.add_argument("--experiment", nargs="+", default=["l1_size"])
+    s.add_argument("--trace", nargs="+", required=True)
+    s.add_argument("--analysis", nargs="+", required=True, help="the result JSON of each trace")
     s.add_argument("--out-dir", required=True, help="folder for <figure>.<format> files")
     s.add_argument("--formats", nargs="+", default=["png", "pdf"])
     s.set_defaults(func=cmd_plot)

@@ -1,3 +1,4 @@
+import re
 import sys
 from pathlib import Path
 
@@ -31,6 +32,12 @@ def device_arch(device):
             f"gpudissect: devices entry {device.name!r}: {exc}"
         ) from None
 
+
+# Sweeps on one GPU must not overlap (they disturb each other's timings): on a local run every
+# sweep on a CUDA device holds the one `gpu` resource, unless the command line or a profile
+# sets how many there are (`--resources gpu=N`).
+if RUN.cuda_devices and workflow.local_exec and "gpu" not in workflow.global_resources:
+    workflow.global_resources["gpu"] = 1
 
 ARCHS = {name: device_arch(d) for name, d in DEVICES.items() if d.backend == "cuda"}
 
@@ -67,6 +74,12 @@ def extra_input_args(wildcards, input):
 
 def gpu_count(wildcards):
     return 1 if DEVICES[wildcards.device].backend == "cuda" else 0
+
+
+def plot_rule_name(device):
+    """The name of a device's figure job, `plot_` and the device name with `_` for every
+    character that may not appear in a name of a Snakemake job."""
+    return "plot_{}".format(re.sub(r"\W", "_", device))
 
 
 def figure_files(device, experiment, ext="png"):

@@ -1,29 +1,43 @@
-for _name, _fam in FAMILY.items():
+# One figure job per device: it draws the figures of every enabled experiment of the device in one
+# process (matplotlib and seaborn start once, not once per experiment).
+_names = [plot_rule_name(d) for d in DEVICES]
+if len(set(_names)) != len(_names):
+    raise WorkflowError(
+        f"gpudissect: devices: names {sorted(DEVICES)} give clashing figure rules {_names}; "
+        "make them differ in more than '.' and '-'"
+    )
+
+for _device in DEVICES:
+    _exps = experiments_of(_device)
+    if not _exps:
+        continue
 
     rule:
         name:
-            f"plot_{_name}"
+            plot_rule_name(_device)
         input:
-            trace=f"results/traces/{{device}}/{_name}.parquet",
-            result=f"results/analysis/{{device}}/{_name}.json",
+            trace=[f"results/traces/{_device}/{e}.parquet" for e in _exps],
+            result=[f"results/analysis/{_device}/{e}.json" for e in _exps],
         output:
             png=[
                 report(
-                    f"results/figures/{{device}}/{stem}.png",
+                    f,
                     caption="../report/figure.rst",
-                    category=_name,
-                    subcategory="{device}",
+                    category=e,
+                    subcategory=_device,
                 )
-                for stem in _fam.figures
+                for e in _exps
+                for f in figure_files(_device, e)
             ],
-            pdf=[f"results/figures/{{device}}/{stem}.pdf" for stem in _fam.figures],
+            pdf=[f for e in _exps for f in figure_files(_device, e, "pdf")],
         log:
-            f"logs/plot_{_name}/{{device}}.log",
+            f"logs/plot/{_device}.log",
+        localrule: True
         conda:
             ENV
         params:
-            experiment=_name,
+            experiments=" ".join(_exps),
+            out_dir=lambda wildcards, output: Path(output.png[0]).parent,
         shell:
-            "python -m gpudissect plot --experiment {params.experiment} --trace {input.trace}"
-            " --analysis {input.result} --out-dir results/figures/{wildcards.device}"
-            " > {log} 2>&1"
+            "python -m gpudissect plot --experiment {params.experiments} --trace {input.trace}"
+            " --analysis {input.result} --out-dir {params.out_dir} > {log} 2>&1"
