@@ -96,3 +96,23 @@ def test_commit_falls_back_to_environment_outside_git(tmp_path, monkeypatch):
 
     monkeypatch.setenv("GPUDISSECT_GIT_COMMIT", "0123abc")
     assert git_commit(tmp_path) == "0123abc"  # tmp_path is no git checkout
+
+
+def test_commit_of_a_tree_copied_into_another_checkout_is_not_that_checkouts(tmp_path, monkeypatch):
+    import subprocess
+
+    from gpudissect.provenance import git_commit
+
+    outer = tmp_path / "outer"
+    (outer / "copy").mkdir(parents=True)
+    subprocess.run(["git", "init", "-q", str(outer)], check=True)
+    env = {"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t",
+           "GIT_COMMITTER_EMAIL": "t@t"}  # fmt: skip
+    for k, v in env.items():
+        monkeypatch.setenv(k, v)
+    subprocess.run(
+        ["git", "-C", str(outer), "commit", "-q", "--allow-empty", "-m", "x"], check=True
+    )
+    monkeypatch.setenv("GPUDISSECT_GIT_COMMIT", "0123abc")
+    assert git_commit(outer / "copy") == "0123abc"
+    assert git_commit(outer) not in ("0123abc", "unknown")

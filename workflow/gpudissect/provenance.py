@@ -24,13 +24,17 @@ def git_commit(root: Path = REPO_ROOT) -> str:
     """
     fallback = os.environ.get("GPUDISSECT_GIT_COMMIT", "unknown")
     try:
-        head = subprocess.run(
-            ["git", "-C", str(root), "rev-parse", "HEAD"],
+        top, head = subprocess.run(
+            ["git", "-C", str(root), "rev-parse", "--show-toplevel", "HEAD"],
             capture_output=True,
             text=True,
             check=True,
             timeout=10,
-        ).stdout.strip()
+        ).stdout.split()
+        if Path(top).resolve() != Path(root).resolve():
+            # the tree sits inside another repository (a copy unpacked in a checkout): that
+            # repository's HEAD says nothing about this tree
+            return fallback
         dirty = subprocess.run(
             ["git", "-C", str(root), "status", "--porcelain", "--untracked-files=no"],
             capture_output=True,
@@ -38,7 +42,7 @@ def git_commit(root: Path = REPO_ROOT) -> str:
             check=True,
             timeout=10,
         ).stdout.strip()
-    except (OSError, subprocess.SubprocessError):
+    except (OSError, subprocess.SubprocessError, ValueError):
         return fallback
     if not head:
         return fallback
