@@ -114,6 +114,14 @@ def test_noise_object_matches_engine_stream(base_profile, make_gpu):
     assert lat[0] == 100 + noise[0]
 
 
+def test_noise_sample_continues_the_draws():
+    # sample(n) is n successive draw()s: interleaving the two gives the one stream
+    one = Noise(NoiseSpec(**NOISE), seed=4)
+    drawn = [one.draw() for _ in range(7)] + list(one.sample(500)) + [one.draw()]
+    other = Noise(NoiseSpec(**NOISE), seed=4)
+    assert drawn == [other.draw() for _ in range(508)]
+
+
 def test_missing_path_is_a_clear_error(base_profile, make_gpu):
     gpu = make_gpu(base_profile())
     with pytest.raises(ProfileError, match="has no load path 'tex'.*its paths: ca"):

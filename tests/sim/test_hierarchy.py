@@ -229,3 +229,18 @@ def test_new_fields_refused_out_of_range(base_profile, write_profile, block, fie
     blocks[block][field] = value
     with pytest.raises(ProfileError, match=match):
         load_profile(write_profile(base_profile(**blocks)))
+
+
+def test_fill_writes_the_l2_alone(base_profile, make_gpu):
+    # A copy engine's fill of four L2 lines (bytes 0, 128, 256, 384) reaches only the L2: all miss
+    # on the way in, and again on a second fill none does. Then a cg load of line 0 hits the
+    # L2 but its page was never translated: L2 + both TLB penalties; a ca load of line 1 misses
+    # the L1 (never filled) and hits the L2, on the page now in the TLBs.
+    gpu = make_gpu(two_level(base_profile))
+    lines = np.arange(4) * 128
+    assert gpu.fill("l2", lines) == 4
+    assert gpu.fill("l2", lines) == 0
+    assert loader(gpu, "cg")(0) == L2 + TLB1 + TLB2
+    assert loader(gpu)(128) == L2
+    with pytest.raises(ProfileError, match="has no cache 'l3'"):
+        gpu.fill("l3", lines)

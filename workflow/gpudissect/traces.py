@@ -55,6 +55,13 @@ def _list_column(values: pd.Series, field: pa.Field) -> pa.Array | None:
     return pa.ListArray.from_arrays(pa.array(offsets.astype(np.int32)), flat, type=field.type)
 
 
+def _numeric(kind: pa.DataType) -> bool:
+    """Numbers, or lists of them."""
+    if pa.types.is_list(kind):
+        kind = kind.value_type
+    return pa.types.is_integer(kind) or pa.types.is_floating(kind)
+
+
 def _to_table(data: pd.DataFrame, schema: pa.Schema) -> pa.Table:
     lists = {
         f.name: col
@@ -90,7 +97,10 @@ def write_trace(
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
     try:
-        pq.write_table(table, tmp, compression="zstd")
+        # Dictionary encoding pays off only for repeated values (labels); on numeric columns,
+        # such as the per-thread times of a request sweep, it costs time and no space.
+        labels = [f.name for f in table.schema if not _numeric(f.type)]
+        pq.write_table(table, tmp, compression="zstd", use_dictionary=labels)
         os.replace(tmp, path)
     finally:
         tmp.unlink(missing_ok=True)

@@ -49,7 +49,7 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
-from scipy import stats
+from scipy.special import stdtrit
 
 from .result import quantity, undetermined
 
@@ -198,7 +198,7 @@ class BankModelFit:
         if dof < 1 or np.linalg.matrix_rank(x) < 2:
             return
         cov = rss / dof * np.linalg.inv(x.T @ x)
-        t = stats.t.ppf(0.975, dof)
+        t = stdtrit(dof, 0.975)  # scipy.stats.t.ppf(0.975, dof), without importing scipy.stats
         se_b, se_s = math.sqrt(cov[0, 0]), math.sqrt(cov[1, 1])
         self.base_ci = (best.base_cycles - t * se_b, best.base_cycles + t * se_b)
         self.slope_ci = (best.slope_cycles - t * se_s, best.slope_cycles + t * se_s)

@@ -90,9 +90,10 @@ def _copy_time_ns(profile, latency_cycles: np.ndarray, *, size_bytes: int, line_
 @handles("sim", CopyWork)
 def run_copy(backend, work: CopyWork, *, seed: int = 0) -> CopyResult:
     """Lashgar Sec. 3.3 on the simulated hierarchy: a fresh GPU; the host-to-device copy of the
-    source passes through the L2 (its lines are filled in address order); when flushed, a dummy
-    copy of `flush_bytes` follows; then the kernel reads the source, line by line, and its time
-    follows from the hits and misses (`_copy_time_ns`)."""
+    source passes through the L2 (its lines are filled in address order by the copy engine,
+    which uses no SM's TLB); when flushed, a dummy copy of `flush_bytes` follows; then the kernel
+    reads the source, line by line, and its time follows from the hits and misses
+    (`_copy_time_ns`)."""
     from ..sim.engine import SimGPU
 
     profile = backend.profile
@@ -100,7 +101,7 @@ def run_copy(backend, work: CopyWork, *, seed: int = 0) -> CopyResult:
     line = l2.line_bytes
     gpu = SimGPU(profile, seed=point_seed(backend.seed, seed))
     src = np.arange(0, work.size_bytes, line, dtype=np.int64)
-    gpu.load_sequence(L2_PATH, src)  # host -> device copy of the source
+    gpu.fill(l2.name, src)  # host -> device copy of the source, written through the L2
     if work.flushed:
         # A dummy copy to a separate allocation. Past a few L2 capacities more dummy lines change
         # nothing measurable (a source line survives k capacities of fills with probability
@@ -108,7 +109,7 @@ def run_copy(backend, work: CopyWork, *, seed: int = 0) -> CopyResult:
         # them are simulated: a 76 MB flush would cost seconds per point.
         base = 1 << 36
         flush = min(work.flush_bytes, FLUSH_CAPACITIES * l2.size_bytes)
-        gpu.load_sequence(L2_PATH, base + np.arange(0, flush, line, dtype=np.int64))
+        gpu.fill(l2.name, base + np.arange(0, flush, line, dtype=np.int64))
     latency = gpu.load_sequence(L2_PATH, src)
     elapsed = _copy_time_ns(profile, latency, size_bytes=work.size_bytes, line_bytes=line)
     return CopyResult(

@@ -33,7 +33,8 @@ def plot_stage1(data: pd.DataFrame, doc: dict) -> dict:
     if size.empty:
         return {STAGE1_FIGURES[0]: placeholder("cache stage 1", "no load path measured")[0]}
     set_theme()
-    keys = sorted({(p, int(lv)) for p, lv in zip(size["path"], size["level"], strict=True)})
+    pairs = size[["path", "level"]].drop_duplicates()
+    keys = sorted({(p, int(lv)) for p, lv in zip(pairs["path"], pairs["level"], strict=True)})
     fig, axes = _grid(len(keys))
     for ax, (path, level) in zip(axes, keys, strict=True):
         rows = size[(size["path"] == path) & (size["level"] == level)]

@@ -91,6 +91,13 @@ def noise_cycles(rng, spare, jitter_cycles, outlier_probability, outlier_cycles)
     return extra
 
 
+@njit(cache=True, _nrt=False)
+def noise_fill(out, rng, spare, jitter_cycles, outlier_probability, outlier_cycles):
+    """``out.shape[0]`` successive ``noise_cycles`` draws into ``out``, in one call."""
+    for t in range(out.shape[0]):
+        out[t] = noise_cycles(rng, spare, jitter_cycles, outlier_probability, outlier_cycles)
+
+
 @njit(cache=True, _nrt=False, inline="always")
 def _parity(x):
     x ^= x >> 32
@@ -297,6 +304,17 @@ def run_sequence(
         out[t] = load(
             addrs[t], path, tlbs, par, sets, idx, lines, wcum, clk, rng, spare, state, cfg_i, cfg_f
         )
+
+
+@njit(cache=True, _nrt=False)
+def run_fill(addrs, s, par, sets, idx, lines, wcum, clk, rng):
+    """Lines of ``addrs`` brought into structure ``s`` alone, in order (a copy engine's writes
+    into the L2: no TLB, no other cache, no timing); returns how many missed."""
+    missed = 0
+    for t in range(addrs.shape[0]):
+        if lookup(addrs[t], par, s, sets, idx, lines, wcum, clk, rng) != HIT:
+            missed += 1
+    return missed
 
 
 @njit(cache=True, _nrt=False)

@@ -136,6 +136,26 @@ class SimGPU:
             self._cfg_f,
         )
 
+    def fill(self, cache: str, addresses_bytes: np.ndarray) -> int:
+        """Bring the lines of ``addresses_bytes`` into ``cache`` alone, in order, as a copy
+        engine writing through the L2 does: no TLB lookup, no other cache, no latency. Returns
+        how many of them missed."""
+        if cache not in self.profile.caches:
+            raise ProfileError(
+                f"profile {self.profile.name!r} ({self.profile.source}) has no cache {cache!r}; "
+                f"its caches: {', '.join(self.profile.caches)}"
+            )
+        addrs = np.ascontiguousarray(addresses_bytes, dtype=np.int64)
+        if addrs.ndim != 1 or (addrs.size and addrs.min() < 0):
+            raise ValueError("addresses_bytes must be 1-D and not negative")
+        a = self._arrays
+        s = list(self.profile.caches).index(cache)
+        return int(
+            K.run_fill(
+                addrs, s, a["par"], a["sets"], a["idx"], a["lines"], a["wcum"], a["clk"], self._rng
+            )
+        )
+
     def load_sequence(self, path: str, addresses_bytes: np.ndarray) -> np.ndarray:
         """Latencies (int64 cycles) of dependent loads of ``addresses_bytes`` by one thread."""
         p = self._path(path)

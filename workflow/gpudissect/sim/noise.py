@@ -89,4 +89,14 @@ class Noise:
 
     def sample(self, n: int) -> np.ndarray:
         """``n`` successive draws as an int64 array."""
-        return np.array([self.draw() for _ in range(n)], dtype=np.int64)
+        out = np.empty(int(n), dtype=np.int64)
+        s = self.spec
+        K.noise_fill(
+            out,
+            self.state,
+            self.spare,
+            float(s.jitter_cycles),
+            float(s.outlier_probability),
+            int(s.outlier_cycles),
+        )
+        return out
