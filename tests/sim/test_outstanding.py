@@ -117,6 +117,22 @@ def sweep(spec, *, loads, merge=1, latency=400):
     return threads, times
 
 
+def test_prt_request_slots_saturate_inside_a_warp():
+    # 100 entries (never short), 64 request slots, one unit, one load per thread, UNQ.
+    # 64 threads: instr 0 issues 0..31, written back 101..132 (released: 32 slots free at 132);
+    # instr 1 issues 32..63, written back 133..164 -> elapsed 164, no stall.
+    assert run(prt(100, request_slots=64), threads=64).elapsed_cycles[0] == 164
+    # 66 threads: instr 2 (2 requests) at t=64 finds the 64 slots held; it waits for instr 0's
+    # release at 132, issues 132, 133, returns 232, 233, written back 233, 234.
+    r = run(prt(100, request_slots=64), threads=66)
+    assert r.elapsed_cycles[0] == 234 and r.stall_cycles == 132 - 64
+    # without the limit it issues at 64, 65, returns 164, 165: written back 165, 166
+    assert run(prt(100), threads=66).elapsed_cycles[0] == 166
+    # slots count requests, not threads: Merger32 makes one request per instruction, so 66
+    # threads (3 requests) never wait
+    assert run(prt(100, request_slots=64), threads=66, merge=32).stall_cycles == 0
+
+
 def big_jumps(threads, times, *, over):
     """Thread counts where the time rises by more than ``over`` from the previous count."""
     return threads[1:][np.diff(times) > over].tolist()
@@ -204,5 +220,9 @@ def test_bad_specs_name_the_field():
         RequestsSpec(kind="mshr", entries=0)
     with pytest.raises(ProfileError, match="per_warp_limit"):
         RequestsSpec(kind="prt", entries=4, per_warp_limit=0)
+    with pytest.raises(ProfileError, match="request_slots must be >= 1"):
+        RequestsSpec(kind="prt", entries=4, request_slots=0)
+    with pytest.raises(ProfileError, match="request_slots applies to kind prt only"):
+        RequestsSpec(kind="mshr", entries=4, request_slots=8)
     with pytest.raises(ValueError, match="shape"):
         simulate_request_kernel(M2070, addresses_bytes=np.zeros(4, int), memory_latency_cycles=L)

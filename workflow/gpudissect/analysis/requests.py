@@ -26,6 +26,10 @@ Baniasadi, Sec. 3.2 and 5). Sees only the trace.
    between the warp load instructions ``N ceil(T / 32)`` likewise. Unsaturated sweeps give lower
    bounds. The kind is the hypothesis under which more sweeps agree on one table size; the
    estimate is the intersection of the agreeing intervals.
+6. **Requests in flight.** Under an MSHR, one per entry. Under a PRT, entries x 32, unless some
+   sweeps saturate below the table's warp instructions (inside a warp, as the K20's UNQ sweeps
+   of Figs. 9-10 do): then the distinct requests in flight at their saturation points bound a
+   per-SM request limit, which all of them must agree on.
 """
 
 from __future__ import annotations
@@ -357,14 +361,50 @@ def classify(sweeps: list[SweepResult], *, limit: int | None) -> dict[str, Any]:
             "a PRT entry tracks one warp load instruction with all its requests; merging is not "
             "bounded per entry"
         )
-        doc["max_outstanding"] = quantity(
-            value * WARP_THREADS,
-            unit="requests",
-            confidence=doc["entries"]["confidence"],
-            method="PRT entries x 32 requests of a fully uncoalesced warp instruction (Sec. 5.2)",
-            evidence=f"{value} entries x {WARP_THREADS}",
-        )
+        doc["max_outstanding"] = _prt_outstanding(saturated, lo, value, doc["entries"])
     return doc
+
+
+def _prt_outstanding(saturated, lo, entries: int, entries_q: dict) -> dict[str, Any]:
+    """Requests one SM holds in flight under a PRT: entries x 32, unless sweeps saturate before
+    the entries run out (their warp instructions bound the table below `lo`). Those then bound a
+    request limit by the distinct blocks in flight at their saturation points (all must agree)."""
+    early = [s for s in saturated if s.bounds("prt")[1] < lo]
+    if early:
+        agree, r_lo, r_hi = _consensus([s.bounds("mshr") for s in early])
+        points = "; ".join(
+            f"{s.pattern} N={s.loads_per_thread}: {s.saturation.threads}->"
+            f"{s.saturation.next_threads} threads, distinct requests "
+            f"[{s.bounds('mshr')[0]}, {int(s.bounds('mshr')[1])}]"
+            for s in early
+        )
+        if agree == len(early):
+            return quantity(
+                int(r_hi),
+                unit="requests",
+                confidence=entries_q["confidence"] * (1.0 if r_hi == r_lo else 0.8),
+                method=(
+                    "distinct requests in flight where sweeps saturate before the PRT's entries "
+                    "run out (a request limit below entries x 32): largest count consistent "
+                    "with all of them"
+                ),
+                evidence=(
+                    f"{len(early)} sweeps saturate below {lo} warp instructions and agree on "
+                    f"[{r_lo}, {int(r_hi)}] requests ({points}); entries x 32 would be "
+                    f"{entries * WARP_THREADS}"
+                ),
+            ) | {"range": [int(r_lo), int(r_hi)]}
+        return undetermined(
+            f"sweeps saturate before the PRT's {entries} entries run out but disagree on a "
+            f"request limit ({points})"
+        )
+    return quantity(
+        entries * WARP_THREADS,
+        unit="requests",
+        confidence=entries_q["confidence"],
+        method="PRT entries x 32 requests of a fully uncoalesced warp instruction (Sec. 5.2)",
+        evidence=f"{entries} entries x {WARP_THREADS}",
+    )
 
 
 def _merge_capacity(usable, sweeps, lo, hi) -> dict[str, Any]:

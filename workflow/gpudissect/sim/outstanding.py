@@ -29,7 +29,10 @@ Mechanism (section 2 of the paper, and GPGPU-sim's MSHR which the paper takes as
   spike for them: "another resource may have been saturated").
 - **PRT** (``kind: prt``). A warp load instruction takes one entry for all its requests (one
   memory request per distinct block); with no free entry the unit stalls. The entry is released
-  when the last of its requests is written back.
+  when the last of its requests is written back. With ``request_slots`` the SM also holds at
+  most that many requests (distinct blocks) over all entries: an entry holds a slot per request
+  until its release, and a request that finds none free waits for the earliest release, so a
+  table of uncoalesced instructions can saturate within a warp, before its entries run out.
 - **Scoreboard.** A warp has at most ``per_warp_limit`` load instructions outstanding; load
   ``j`` waits until load ``j - per_warp_limit`` of its warp is written back.
 - **Measurement.** Both clocks are read after a barrier. The second barrier completes when
@@ -67,6 +70,7 @@ class RequestsSpec:
     writeback_cycles: int = 1  # per reply written back, serialised inside a load/store unit
     issue_units: int = 1  # load/store units serving different warps in parallel
     block_bytes: int = 128  # coalescing granularity: one request per distinct block
+    request_slots: int | None = None  # prt: requests in flight over all entries (None: no limit)
 
     def __post_init__(self) -> None:
         if self.kind not in REQUEST_KINDS:
@@ -76,6 +80,16 @@ class RequestsSpec:
         for name in ("entries", "merge_capacity", "issue_units", "block_bytes"):
             if getattr(self, name) < 1:
                 raise ProfileError(f"requests.{name} must be >= 1, got {getattr(self, name)}")
+        if self.request_slots is not None and self.request_slots < 1:
+            raise ProfileError(
+                f"requests.request_slots must be >= 1, got {self.request_slots}; leave it out "
+                "for no limit"
+            )
+        if self.request_slots is not None and self.kind != "prt":
+            raise ProfileError(
+                "requests.request_slots applies to kind prt only (an MSHR entry is one request), "
+                f"got kind {self.kind!r}"
+            )
         if self.per_warp_limit is not None and self.per_warp_limit < 1:
             raise ProfileError(
                 f"requests.per_warp_limit must be >= 1, got {self.per_warp_limit}; leave it out "
@@ -110,6 +124,7 @@ class RequestRun:
 def _simulate(
     is_prt, entries, merge_cap, limit, issue_c, wb_c, n_loads,
     g_instr, g_block, g_threads, i_gstart, i_gcount, unit_instrs, unit_start, latency, n_blocks,
+    slots,
 ):  # fmt: skip
     n_instr = i_gstart.size
     n_units = unit_start.size - 1
@@ -139,6 +154,10 @@ def _simulate(
     ev.pop()
     rel = [(0.0, 0)]
     rel.pop()
+    slot_free = slots  # prt request slots (slots == 0: unlimited)
+    i_slots = np.zeros(n_instr, np.int64)  # slots each instruction holds
+    slot_rel = [(0.0, 0)]  # (release time, slots) of the entries holding slots
+    slot_rel.pop()
 
     def push_head(u, t):  # push unit u's next instruction, if its scoreboard lets it start
         if fifo[u] >= unit_start[u + 1]:
@@ -188,6 +207,19 @@ def _simulate(
                 i_alloc[i] = n_alloc
                 n_alloc += 1
                 a_alive[i_alloc[i]] = True
+            if slots > 0:  # one slot per request (distinct block), held until the entry's release
+                while len(slot_rel) > 0 and slot_rel[0][0] <= t:
+                    slot_free += heapq.heappop(slot_rel)[1]
+                if slot_free == 0:
+                    if len(slot_rel) == 0:  # every slot is held by an instruction still issuing
+                        heapq.heappush(ev, (t + max(issue_c, 1.0), seq, u, g, k, is_fifo))
+                        continue
+                    r, c = heapq.heappop(slot_rel)
+                    slot_free += c
+                    stall += r - t
+                    t = r
+                slot_free -= 1
+                i_slots[i] += 1
             a = i_alloc[i]
             a_fill[a] = t + latency[g]
         else:
@@ -228,6 +260,8 @@ def _simulate(
             a_release[a] = max(a_release[a], wb_end)
             if not is_prt or g == i_gstart[i] + i_gcount[i] - 1:
                 heapq.heappush(rel, (a_release[a], a))
+                if is_prt and slots > 0:
+                    heapq.heappush(slot_rel, (a_release[a], i_slots[i]))
             done[i] = max(done[i], wb_end)
             remaining[i] -= m
             if k > m:  # threads beyond the merge capacity: replay after the release
@@ -350,7 +384,7 @@ def simulate_request_kernel(
         spec.kind == "prt", spec.entries, spec.merge_capacity, spec.per_warp_limit or 0,
         float(spec.issue_cycles), float(spec.writeback_cycles), n_loads,
         g_instr, g_block, g_threads, i_gstart, i_gcount, unit_instrs, unit_start, latency,
-        n_blocks,
+        n_blocks, spec.request_slots or 0,
     )  # fmt: skip
     if end >= 1e299:  # pragma: no cover - the event loop left an instruction unissued
         raise RuntimeError("request simulation stalled; please report this with the inputs")
