@@ -54,6 +54,16 @@ def _pack(specs: list[CacheSpec], latencies: list[int]) -> dict[str, np.ndarray]
     }
 
 
+def _addresses(addresses_bytes: np.ndarray) -> np.ndarray:
+    """Byte addresses as a contiguous 1-D int64 array; refuses other shapes and negatives."""
+    addrs = np.ascontiguousarray(addresses_bytes, dtype=np.int64)
+    if addrs.ndim != 1:
+        raise ValueError(f"addresses_bytes must be 1-D, got shape {addrs.shape}")
+    if addrs.size and addrs.min() < 0:
+        raise ValueError("addresses_bytes must not be negative")
+    return addrs
+
+
 class SimGPU:
     """A simulated GPU built from a ``DeviceProfile``; ``seed`` fixes replacement and noise.
 
@@ -145,9 +155,7 @@ class SimGPU:
                 f"profile {self.profile.name!r} ({self.profile.source}) has no cache {cache!r}; "
                 f"its caches: {', '.join(self.profile.caches)}"
             )
-        addrs = np.ascontiguousarray(addresses_bytes, dtype=np.int64)
-        if addrs.ndim != 1 or (addrs.size and addrs.min() < 0):
-            raise ValueError("addresses_bytes must be 1-D and not negative")
+        addrs = _addresses(addresses_bytes)
         a = self._arrays
         s = list(self.profile.caches).index(cache)
         return int(
@@ -159,11 +167,7 @@ class SimGPU:
     def load_sequence(self, path: str, addresses_bytes: np.ndarray) -> np.ndarray:
         """Latencies (int64 cycles) of dependent loads of ``addresses_bytes`` by one thread."""
         p = self._path(path)
-        addrs = np.ascontiguousarray(addresses_bytes, dtype=np.int64)
-        if addrs.ndim != 1:
-            raise ValueError(f"addresses_bytes must be 1-D, got shape {addrs.shape}")
-        if addrs.size and addrs.min() < 0:
-            raise ValueError("addresses_bytes must not be negative")
+        addrs = _addresses(addresses_bytes)
         out = np.empty(addrs.shape[0], dtype=np.int64)
         K.run_sequence(addrs, out, p, self._tlbs, *self._args())
         return out

@@ -76,16 +76,7 @@ class Noise:
 
     def draw(self) -> int:
         """Noise for one access, in cycles (may be negative: jitter is centred on zero)."""
-        s = self.spec
-        return int(
-            K.noise_cycles(
-                self.state,
-                self.spare,
-                float(s.jitter_cycles),
-                float(s.outlier_probability),
-                s.outlier_cycles,
-            )
-        )
+        return int(self.sample(1)[0])
 
     def sample(self, n: int) -> np.ndarray:
         """``n`` successive draws as an int64 array."""
