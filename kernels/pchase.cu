@@ -64,6 +64,52 @@ DEFINE_PCHASE(ca)
 DEFINE_PCHASE(cg)
 DEFINE_PCHASE(nc)
 
+// The same chase over 8-byte elements: j = A[j] with 64-bit indices, for arrays past the 16 GiB
+// that 32-bit indices of 4-byte elements reach (the TLB sweeps of GPUs with tens of GB). The
+// low 32 bits of each loaded index are recorded.
+#define DEFINE_LOAD64(NAME, PTX)                                                              \
+    __device__ __forceinline__ unsigned long long NAME(const unsigned long long *p)          \
+    {                                                                                         \
+        unsigned long long v;                                                                 \
+        asm volatile(PTX " %0, [%1];" : "=l"(v) : "l"(p) : "memory");                         \
+        return v;                                                                             \
+    }
+
+DEFINE_LOAD64(load64_ca, "ld.global.ca.u64")
+DEFINE_LOAD64(load64_cg, "ld.global.cg.u64")
+DEFINE_LOAD64(load64_nc, "ld.global.nc.u64")
+
+#define DEFINE_PCHASE64(PATH)                                                                  \
+    extern "C" __global__ void pchase64_##PATH(const unsigned long long *__restrict__ chain,   \
+                                               unsigned long long start_index,                 \
+                                               unsigned int warmup_steps,                      \
+                                               unsigned int record_steps,                      \
+                                               unsigned int *__restrict__ latency_cycles,      \
+                                               unsigned int *__restrict__ indices)             \
+    {                                                                                          \
+        extern __shared__ unsigned int s_buffer[];                                             \
+        unsigned int *s_latency = s_buffer;                                                    \
+        unsigned int *s_index = s_buffer + record_steps;                                       \
+        unsigned long long j = start_index;                                                    \
+        for (unsigned int k = 0; k < warmup_steps; ++k)                                        \
+            j = load64_##PATH(chain + j);                                                      \
+        for (unsigned int k = 0; k < record_steps; ++k) {                                      \
+            unsigned int t0 = clock32();                                                       \
+            j = load64_##PATH(chain + j);                                                      \
+            s_index[k] = (unsigned int)j;                                                      \
+            unsigned int t1 = clock32();                                                       \
+            s_latency[k] = t1 - t0;                                                            \
+        }                                                                                      \
+        for (unsigned int k = 0; k < record_steps; ++k) {                                      \
+            latency_cycles[k] = s_latency[k];                                                  \
+            indices[k] = s_index[k];                                                           \
+        }                                                                                      \
+    }
+
+DEFINE_PCHASE64(ca)
+DEFINE_PCHASE64(cg)
+DEFINE_PCHASE64(nc)
+
 // Texture path: the chain read through a texture object (tex1Dfetch on a linear resource), the
 // texture/read-only cache path of TPDS Sec. 4.3. Same protocol as above.
 extern "C" __global__ void pchase_tex(unsigned long long tex, unsigned int start_index,
@@ -132,6 +178,15 @@ extern "C" __global__ void pchase_const(unsigned int start_index, unsigned int w
 
 // Sparse chains (arrays of hundreds of MB where only a few elements are visited): write
 // values[i] at element positions[i] of the chain array.
+extern "C" __global__ void scatter_u64(unsigned long long *__restrict__ array,
+                                       const unsigned long long *__restrict__ positions,
+                                       const unsigned long long *__restrict__ values, unsigned int n)
+{
+    unsigned int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n)
+        array[positions[i]] = values[i];
+}
+
 extern "C" __global__ void scatter_u32(unsigned int *__restrict__ array,
                                        const unsigned long long *__restrict__ positions,
                                        const unsigned int *__restrict__ values, unsigned int n)

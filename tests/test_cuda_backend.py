@@ -85,3 +85,27 @@ def test_sparse_chain_walks_like_the_dense_one(backend):
     )
     result = backend.run_chase(work, carveout_pct=100)
     assert result.indices.tolist() == work.walk(32 + 65)[33:].tolist()
+
+
+@pytest.mark.parametrize("path", ["ca", "cg", "nc"])
+def test_eight_byte_chain_walks_past_16_gib(backend, path):
+    # 8-byte elements, 64-bit indices: 24 elements 1 GiB apart span 23 GiB, past the 16 GiB
+    # that 32-bit indices of 4-byte elements reach; the recorded indices are their low 32 bits
+    step = (1 << 30) // 8
+    pos = np.arange(24, dtype=np.int64) * step
+    nxt = np.roll(pos, -1).astype(np.uint64)
+    work = ChaseWork(
+        path=path,
+        chain=None,
+        start_index=0,
+        warmup_steps=24,
+        record_steps=48,
+        shared_buffer_bytes=16384,
+        element_bytes=8,
+        array_elements=int(pos[-1]) + 1,
+        sparse_positions=pos,
+        sparse_next=nxt,
+    )
+    result = backend.run_chase(work, carveout_pct=100)
+    expected = work.walk(24 + 49)[25:] % 2**32
+    assert result.indices.tolist() == expected.tolist()

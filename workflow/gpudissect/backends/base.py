@@ -21,6 +21,8 @@ class ChaseWork:
     The array A is either dense (`chain`, uint32, A itself) or sparse, for arrays of hundreds of
     MB of which the walk visits few elements: `array_elements` elements of which only
     `sparse_positions[i]` (int64) hold a value, `sparse_next[i]` (uint32); the rest is never read.
+    A sparse array may have 8-byte elements (`element_bytes=8`, `sparse_next` uint64): the
+    kernel then follows 64-bit indices, for arrays past the 16 GiB of 2^32 4-byte elements.
     """
 
     path: str
@@ -35,6 +37,10 @@ class ChaseWork:
     sparse_next: np.ndarray | None = None
 
     def __post_init__(self) -> None:
+        if self.element_bytes not in (4, 8):
+            raise ValueError(f"element_bytes must be 4 or 8, got {self.element_bytes}")
+        if self.element_bytes == 8 and self.chain is not None:
+            raise ValueError("8-byte elements need a sparse chain (sparse_positions, sparse_next)")
         if self.chain is not None:
             if self.chain.dtype != np.uint32:
                 raise TypeError(f"chain must be uint32, got {self.chain.dtype}")
@@ -43,10 +49,14 @@ class ChaseWork:
         else:
             if self.sparse_positions is None or self.sparse_next is None:
                 raise ValueError("a chase needs a dense chain or sparse positions and next")
-            if self.sparse_next.dtype != np.uint32 or len(self.sparse_next) != len(
+            dtype = np.uint32 if self.element_bytes == 4 else np.uint64
+            if self.sparse_next.dtype != dtype or len(self.sparse_next) != len(
                 self.sparse_positions
             ):
-                raise TypeError("sparse_next must be uint32, one per sparse position")
+                raise TypeError(
+                    f"sparse_next must be {np.dtype(dtype).name} ({self.element_bytes}-byte "
+                    "elements), one per sparse position"
+                )
             if not self.array_elements or int(self.sparse_positions.max()) >= self.array_elements:
                 raise ValueError("array_elements must cover every sparse position")
         if 8 * self.record_steps > self.shared_buffer_bytes:

@@ -17,6 +17,7 @@ from ..kernels import file_sha256
 from .base import Backend, ChaseResult, ChaseWork
 
 CHASE_KERNELS = {"ca": "pchase_ca", "cg": "pchase_cg", "nc": "pchase_nc"}
+CHASE64_KERNELS = {"ca": "pchase64_ca", "cg": "pchase64_cg", "nc": "pchase64_nc"}
 
 
 def _import_pycuda():
@@ -108,6 +109,7 @@ class CudaBackend(Backend):
         self._functions: dict[str, Any] = {}
         self._buffer = None
         self._buffer_bytes = 0
+        self._last_bytes = 0
         self._start_clocks = self.nvml.clocks()
 
     # --- device facts -------------------------------------------------------------------
@@ -189,25 +191,56 @@ class CudaBackend(Backend):
         if carveout_pct is not None:
             fn.set_attribute(fa.PREFERRED_SHARED_MEMORY_CARVEOUT, int(carveout_pct))
 
-    def _device_buffer(self, nbytes: int):
+    def _device_buffer(self, nbytes: int, *, exact: bool = False):
+        """The chase array's device memory, at least `nbytes`. It grows to twice its size at
+        least (a sweep of growing arrays then allocates a few times, not once a point) unless
+        `exact`, or when twice does not fit."""
         if nbytes > self._buffer_bytes:
-            if self._buffer is not None:
-                self._buffer.free()
-            self._buffer = self.drv.mem_alloc(nbytes)
-            self._buffer_bytes = nbytes
+            self.release_buffer()
+            size = nbytes if exact else max(nbytes, 2 * self._last_bytes)
+            try:
+                self._buffer = self.drv.mem_alloc(size)
+            except self.drv.MemoryError:
+                if size == nbytes:
+                    raise
+                size = nbytes
+                self._buffer = self.drv.mem_alloc(size)
+            self._buffer_bytes = self._last_bytes = size
         return self._buffer
 
+    def release_buffer(self) -> None:
+        """Free the chase array: its pages are unmapped, so no TLB holds them any more."""
+        if self._buffer is not None:
+            self._buffer.free()
+        self._buffer, self._buffer_bytes = None, 0
+
     # --- work ---------------------------------------------------------------------------
-    def _upload_chain(self, work: ChaseWork):
-        """The chase array on the device: copied when dense, scattered when sparse."""
+    def _upload_chain(self, work: ChaseWork, *, fresh: bool = False):
+        """The chase array on the device: copied when dense, scattered when sparse.
+
+        `fresh` (cold chases): newly allocated memory whose pages no SM has translated, the
+        sparse values written from the host (a copy through the copy engine), so that the
+        chase's first touches miss every TLB level."""
         drv = self.drv
-        buf = self._device_buffer(work.elements * work.element_bytes)
+        if fresh:
+            self.release_buffer()
+        buf = self._device_buffer(work.elements * work.element_bytes, exact=fresh)
         if work.chain is not None:
             drv.memcpy_htod(buf, work.chain)
             return buf
-        scatter = self.function("pchase", "scatter_u32", "PPPI")
+        if fresh:
+            values = np.ascontiguousarray(
+                work.sparse_next, dtype=np.uint64 if work.element_bytes == 8 else np.uint32
+            )
+            for i, p in enumerate(work.sparse_positions.tolist()):
+                drv.memcpy_htod(int(buf) + p * work.element_bytes, values[i : i + 1])
+            return buf
+        wide = work.element_bytes == 8
+        scatter = self.function("pchase", "scatter_u64" if wide else "scatter_u32", "PPPI")
         pos = drv.to_device(np.ascontiguousarray(work.sparse_positions, dtype=np.uint64))
-        val = drv.to_device(np.ascontiguousarray(work.sparse_next, dtype=np.uint32))
+        val = drv.to_device(
+            np.ascontiguousarray(work.sparse_next, dtype=np.uint64 if wide else np.uint32)
+        )
         n = len(work.sparse_next)
         try:
             scatter.prepared_call(((n + 255) // 256, 1), (256, 1, 1), buf, pos, val, np.uint32(n))
@@ -216,6 +249,27 @@ class CudaBackend(Backend):
             pos.free()
             val.free()
         return buf
+
+    def chase_function(self, work: ChaseWork):
+        """The prepared P-chase kernel of `work`'s path (ca, cg, nc) and element size."""
+        table = CHASE64_KERNELS if work.element_bytes == 8 else CHASE_KERNELS
+        if work.path not in table:
+            raise DeviceUnavailable(
+                f"{work.element_bytes}-byte chases run on {sorted(table)}, not {work.path!r}"
+            )
+        return self.function(
+            "pchase", table[work.path], "PQIIPP" if work.element_bytes == 8 else "PIIIPP"
+        )
+
+    def chase_args(self, work: ChaseWork, chain) -> tuple:
+        """Arguments of `chase_function(work)` up to the output buffers."""
+        start = np.uint64 if work.element_bytes == 8 else np.uint32
+        return (
+            chain,
+            start(work.start_index),
+            np.uint32(work.warmup_steps),
+            np.uint32(work.record_steps),
+        )
 
     def _texture_object(self, buf, nbytes: int) -> int:
         """A texture object over a linear uint32 buffer (cuda-python; pycuda has none)."""
@@ -251,6 +305,8 @@ class CudaBackend(Backend):
         )
         tex = None
         try:
+            if work.element_bytes == 8 and work.path in ("const", "tex"):
+                raise DeviceUnavailable(f"the {work.path} path has no 8-byte-element chase")
             if work.path == "const":
                 if work.chain is None or work.chain.nbytes > 65536:
                     raise DeviceUnavailable("the const path takes a dense chain of <= 64 KiB")
@@ -264,8 +320,8 @@ class CudaBackend(Backend):
                 tex = self._texture_object(buf, work.elements * work.element_bytes)
                 args = (np.uint64(int(tex)), *steps, d_lat, d_idx)
             else:
-                fn = self.function("pchase", CHASE_KERNELS[work.path], "PIIIPP")
-                args = (self._upload_chain(work), *steps, d_lat, d_idx)
+                fn = self.chase_function(work)
+                args = (*self.chase_args(work, self._upload_chain(work)), d_lat, d_idx)
             self._set_shared(fn, dynamic_bytes=work.shared_buffer_bytes, carveout_pct=carveout_pct)
             fn.prepared_call((1, 1), (1, 1, 1), *args, shared_size=work.shared_buffer_bytes)
             self.context.synchronize()
