@@ -10,7 +10,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from gpudissect.analysis import tlb
+from gpudissect.analysis import tlb, tlb_document
 from gpudissect.backends.base import ChaseWork
 from gpudissect.backends.sim import SimBackend
 from gpudissect.config import load_schema
@@ -117,14 +117,22 @@ def test_parse_params_refuses_record_steps_above_the_max():
 
 
 # --- twins: the real sweep and analysis ---------------------------------------------------------
-def _run(profile: str, stages=("reach", "pages", "window")) -> dict:
-    sweep = tlbs.parse_params(default_section("tlbs"), "tlbs")
+def follows_the_walk(data: pd.DataFrame) -> float:
+    """Share of loads whose returned index (in element units, low 32 bits) is the next
+    recorded position (address / 4)."""
+    step = data["element_bytes"].to_numpy(np.int64)[1:] // 4
+    nxt = (data["position"].to_numpy(np.int64)[1:] // step) % 2**32
+    return float(np.mean(data["index"].to_numpy(np.int64)[:-1] == nxt))
+
+
+def _run(profile: str, stages=("reach", "pages", "window"), **params) -> dict:
+    sweep = tlbs.parse_params(default_section("tlbs") | params, "tlbs")
     backend = SimBackend(profile_path=REPO / profile, seed=3)
     data = tlbs.run(backend, sweep, device=None)
     assert set(data["stage"]) == set(stages)
     # the index each load returned is the next position of its walk
-    assert (data["index"].to_numpy()[:-1] == data["position"].to_numpy()[1:]).mean() > 0.99
-    return tlb.analyse(data, provenance={"device": Path(profile).stem})
+    assert follows_the_walk(data) > 0.99
+    return tlb_document.analyse(data, provenance={"device": Path(profile).stem})
 
 
 def _v(doc, element, key):
@@ -186,6 +194,21 @@ def test_unseen_profile_is_recovered():
     )
 
 
+def test_eight_byte_elements_walk_the_same_addresses():
+    # the 64-bit chase visits the same byte addresses: the unseen profile comes out the same
+    doc = _run("tests/data/unseen_tlb.yaml", element_bytes=8)
+    assert _v(doc, "l1_tlb", "page_bytes") == 65536
+    assert _v(doc, "l1_tlb", "entries") == 32
+    assert _v(doc, "l2_tlb", "ways_per_set") == [4] * 32
+
+
+def test_arrays_past_16_gib_need_eight_byte_elements():
+    section = default_section("tlbs") | {"max_array_bytes": 20 * 2**30}
+    with pytest.raises(ConfigError, match="element_bytes: 8"):
+        tlbs.parse_params(section, "experiments.tlbs")
+    tlbs.parse_params(section | {"element_bytes": 8}, "experiments.tlbs")
+
+
 def test_profile_without_tlbs_is_undetermined_not_guessed():
     # no TLB: no access of the reach stage is slower than the base, the later stages are skipped
     doc = _run("tests/data/tiny_profile.yaml", stages=("reach",))
@@ -212,8 +235,8 @@ def test_gpu_tlb_sweep_is_sane(gpu_backend):
     match the reach); what is not is undetermined with a reason."""
     sweep = tlbs.parse_params(default_section("tlbs"), "tlbs")
     data = tlbs.run(gpu_backend, sweep, device=None)
-    assert (data["index"].to_numpy()[:-1] == data["position"].to_numpy()[1:]).mean() > 0.99
-    doc = tlb.analyse(data, provenance={"device": "gpu"})
+    assert follows_the_walk(data) > 0.99
+    doc = tlb_document.analyse(data, provenance={"device": "gpu"})
     for element in ("l1_tlb", "l2_tlb"):
         for key, q in doc["elements"][element].items():
             assert q.get("value") is not None or q.get("undetermined"), (element, key)

@@ -217,7 +217,7 @@ _FAMILIES = (
     Family(
         name="tlbs",
         experiment="tlbs",
-        analyse="analysis.tlb:analyse",
+        analyse="analysis.tlb_document:analyse",
         plot="plotting.tlb:plot_tlbs",
         figures=("tlbs_set_misses", "tlbs_reach"),
         report_section="report.sections_tlb:tlbs_section",

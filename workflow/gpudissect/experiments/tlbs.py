@@ -18,10 +18,10 @@ Three stages, each one launch per point, every access recorded with its address:
 The sweep is adaptive (stage 2 depends on stage 1), but the analysis needs only the trace: it
 recomputes everything from the recorded latencies and addresses.
 
-On a GPU, a cold walk needs cold TLBs and caches, but the sparse array is scattered into device
-memory by a kernel just before the chase: `ColdChaseWork` adds a flush (a memset over
-`flush_bytes`, evicting the L2 and the TLB entries the scatter left) between the two. The
-simulator starts every launch cold.
+On a GPU, a cold walk needs cold TLBs and caches: `ColdChaseWork` puts the sparse array in
+freshly allocated memory, writes its values from the host (through the copy engine, so no SM
+translates its pages) and then flushes the L2 with a memset over `flush_bytes`. The simulator
+starts every launch cold.
 """
 
 from __future__ import annotations
@@ -36,13 +36,13 @@ import pyarrow as pa
 
 from ..backends.base import Backend, ChaseResult, ChaseWork, handles
 from ..config import DeviceEntry
-from ..exceptions import ConfigError, DeviceUnavailable
+from ..exceptions import ConfigError
 
 log = logging.getLogger(__name__)
 
 NAME = "tlbs"
 KERNELS = ("pchase",)
-ELEMENT_BYTES = 4
+POSITION_BYTES = 4  # the trace's `position` is the byte address / 4, whatever the element size
 
 SCHEMA = pa.schema(
     [
@@ -53,8 +53,11 @@ SCHEMA = pa.schema(
         pa.field("array_bytes", pa.int64()),
         pa.field("repetition", pa.int16()),
         pa.field("step", pa.int32()),
-        pa.field("position", pa.int64()),  # element loaded (its address / 4 from the start)
-        pa.field("index", pa.uint32()),  # value the load returned (the next position)
+        pa.field("position", pa.int64()),  # the address loaded / 4 (from the array start)
+        pa.field("element_bytes", pa.int8()),  # size of the chase's elements (4 or 8)
+        # value the load returned: the next element's index in element_bytes units (its low
+        # 32 bits)
+        pa.field("index", pa.uint32()),
         pa.field("latency_cycles", pa.uint32()),
         pa.field("sm_clock_mhz", pa.float32()),
     ]
@@ -65,6 +68,7 @@ SCHEMA = pa.schema(
 class TlbSweep:
     enabled: bool
     path: str
+    element_bytes: int
     strides_bytes: tuple[int, ...]
     dense_elements: int
     max_elements: int
@@ -82,6 +86,7 @@ def parse_params(section: dict, key: str) -> TlbSweep:
     sweep = TlbSweep(
         enabled=section["enabled"],
         path=section["path"],
+        element_bytes=section["element_bytes"],
         strides_bytes=tuple(sorted(section["strides_bytes"])),
         dense_elements=section["dense_elements"],
         max_elements=section["max_elements"],
@@ -99,10 +104,18 @@ def parse_params(section: dict, key: str) -> TlbSweep:
             f"{key}.max_record_steps: {sweep.max_record_steps} is below {key}.record_steps "
             f"({sweep.record_steps}); allowed: >= record_steps"
         )
-    if (sweep.max_array_bytes // ELEMENT_BYTES) >= 2**32 or (
-        sweep.window_probe_bytes // ELEMENT_BYTES
-    ) >= 2**32:
-        raise ConfigError(f"{key}: arrays must stay below 16 GiB (32-bit element indices)")
+    largest = max(sweep.max_array_bytes, sweep.window_probe_bytes)
+    if sweep.element_bytes == 4 and largest // 4 >= 2**32:
+        raise ConfigError(
+            f"{key}.max_array_bytes / window_probe_bytes: {largest} bytes need more than 2^32 "
+            f"elements of 4 bytes (32-bit indices); allowed: below {2**34} bytes (set "
+            f"{key}.element_bytes: 8 for 64-bit indices)"
+        )
+    small = min(sweep.strides_bytes + (sweep.window_stride_bytes,))
+    if small % sweep.element_bytes:
+        raise ConfigError(
+            f"{key}: stride {small} is not a multiple of element_bytes ({sweep.element_bytes})"
+        )
     return sweep
 
 
@@ -123,23 +136,20 @@ def _run_cold_sim(backend, work: ColdChaseWork, *, carveout_pct=None, seed: int 
 
 @handles("cuda", ColdChaseWork)
 def _run_cold_cuda(backend, work: ColdChaseWork, *, carveout_pct=None, seed: int = 0):
-    """Scatter the chain, flush the L2 and TLBs with a memset over `flush_bytes`, then chase."""
-    from ..backends.cuda import CHASE_KERNELS
-
+    """Write the chain into fresh memory from the host, flush the L2 with a memset over
+    `flush_bytes`, then chase."""
     drv, w = backend.drv, work.chase
-    if w.path not in CHASE_KERNELS:
-        raise DeviceUnavailable(f"cold chases run on {sorted(CHASE_KERNELS)}, not {w.path!r}")
+    fn = backend.chase_function(w)  # raises for a path without a cold chase (tex, const)
     latency = np.zeros(w.record_steps, dtype=np.uint32)
     indices = np.zeros(w.record_steps, dtype=np.uint32)
     d_lat = drv.mem_alloc(max(latency.nbytes, 4))
     d_idx = drv.mem_alloc(max(indices.nbytes, 4))
     flush = drv.mem_alloc(work.flush_bytes) if work.flush_bytes else None
     try:
-        chain = backend._upload_chain(w)  # the backend's scatter of the sparse array
+        chain = backend._upload_chain(w, fresh=True)  # pages no TLB has seen
         if flush is not None:
             drv.memset_d32(flush, 0, work.flush_bytes // 4)
             backend.context.synchronize()
-        fn = backend.function("pchase", CHASE_KERNELS[w.path], "PIIIPP")
         fa = drv.function_attribute
         if w.shared_buffer_bytes > 48 * 1024:
             fn.set_attribute(fa.MAX_DYNAMIC_SHARED_SIZE_BYTES, w.shared_buffer_bytes)
@@ -148,10 +158,7 @@ def _run_cold_cuda(backend, work: ColdChaseWork, *, carveout_pct=None, seed: int
         fn.prepared_call(
             (1, 1),
             (1, 1, 1),
-            chain,
-            np.uint32(w.start_index),
-            np.uint32(w.warmup_steps),
-            np.uint32(w.record_steps),
+            *backend.chase_args(w, chain),
             d_lat,
             d_idx,
             shared_size=w.shared_buffer_bytes,
@@ -169,14 +176,20 @@ def _run_cold_cuda(backend, work: ColdChaseWork, *, carveout_pct=None, seed: int
 
 
 def sequence_work(
-    path: str, sequence: np.ndarray, *, warmup_steps: int, record_steps: int
+    path: str,
+    sequence: np.ndarray,
+    *,
+    warmup_steps: int,
+    record_steps: int,
+    element_bytes: int = 4,
 ) -> ChaseWork:
-    """A sparse chase visiting the element positions `sequence` in order, then `sequence[0]`
-    again (a cycle): visit t loads `sequence[t % len(sequence)]`."""
+    """A sparse chase visiting the element positions `sequence` (in elements of
+    `element_bytes`) in order, then `sequence[0]` again (a cycle): visit t loads
+    `sequence[t % len(sequence)]`."""
     seq = np.asarray(sequence, dtype=np.int64)
     if len(np.unique(seq)) != len(seq):
         raise ValueError("a chase sequence visits each element once per cycle")
-    nxt = np.roll(seq, -1).astype(np.uint32)
+    nxt = np.roll(seq, -1).astype(np.uint32 if element_bytes == 4 else np.uint64)
     buffer = max(1024, -(-8 * record_steps // 1024) * 1024)
     return ChaseWork(
         path=path,
@@ -185,6 +198,7 @@ def sequence_work(
         warmup_steps=warmup_steps,
         record_steps=record_steps,
         shared_buffer_bytes=buffer,
+        element_bytes=element_bytes,
         array_elements=int(seq.max()) + 1,
         sparse_positions=seq,
         sparse_next=nxt,
@@ -228,12 +242,15 @@ class _Launcher:
         record: int | None = None,
         repetition: int = 0,
     ) -> pd.DataFrame:
-        seq = np.arange(elements, dtype=np.int64) * (stride_bytes // ELEMENT_BYTES)
+        eb = self.sweep.element_bytes
+        seq = np.arange(elements, dtype=np.int64) * (stride_bytes // eb)
         warmup_steps = elements if warmup else 0
         record = record or record_steps_for(
             self.sweep, elements, traversals=5 if stage == "pages" else 3
         )
-        work = sequence_work(self.sweep.path, seq, warmup_steps=warmup_steps, record_steps=record)
+        work = sequence_work(
+            self.sweep.path, seq, warmup_steps=warmup_steps, record_steps=record, element_bytes=eb
+        )
         point = len(self.frames)
         if warmup:
             result = self.backend.run_chase(work, carveout_pct=None, seed=point)
@@ -242,7 +259,7 @@ class _Launcher:
                 ColdChaseWork(work, self.sweep.flush_bytes), carveout_pct=None, seed=point
             )
         n = len(result.latency_cycles)
-        positions = seq[(warmup_steps + np.arange(n)) % elements]
+        positions = seq[(warmup_steps + np.arange(n)) % elements] * (eb // POSITION_BYTES)
         frame = pd.DataFrame(
             {
                 "point": np.full(n, point, np.int32),
@@ -253,6 +270,7 @@ class _Launcher:
                 "repetition": np.full(n, repetition, np.int16),
                 "step": np.arange(n, dtype=np.int32),
                 "position": positions,
+                "element_bytes": np.full(n, eb, np.int8),
                 "index": result.indices,
                 "latency_cycles": result.latency_cycles,
                 "sm_clock_mhz": np.full(n, result.sm_clock_mhz, np.float32),

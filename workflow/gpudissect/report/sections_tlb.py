@@ -93,9 +93,23 @@ def tlbs_section(doc: dict[str, Any], figures: list[str]) -> list[str]:
         ways = el.get(element, {}).get("ways_per_set") or {}
         if ways.get("evidence"):
             lines.append(f"- {element}: {ways['evidence']}.")
-    page = el.get("l1_tlb", {}).get("page_bytes") or {}
-    if page.get("evidence"):
-        lines.append(f"- Page size: {page['evidence']}.")
+    pages = [(e, (el.get(e, {}).get("page_bytes") or {}).get("evidence")) for e in el]
+    if len({text for _, text in pages}) == 1 and pages[0][1]:
+        lines.append(f"- Page size: {pages[0][1]}.")
+    else:
+        lines += [f"- {e} page: {text}." for e, text in pages if text]
+    for e in el:
+        for key in ("entries", "miss_penalty_cycles"):
+            q = el[e].get(key) or {}
+            if "paired-address" in q.get("method", ""):
+                lines.append(f"- {e} {key}: {q['evidence']}.")
+    if doc.get("reach_paired"):
+        lines.append(
+            "- The L1 TLB's miss penalty lies inside the spread of data latencies, so it was "
+            "read address by address: each address's median latency compared across reach "
+            "walks of growing length (an address's own latency repeats to a cycle or two); "
+            "the level the threshold reading finds further out is then the L2 TLB."
+        )
     window = pt.get("page_table_window_bytes") or {}
     lines.append(f"- Page-table window: {window.get('evidence') or window.get('undetermined')}.")
     lines.append(

@@ -1,0 +1,248 @@
+"""Translation levels whose miss penalty hides in the spread of data latencies (Hopper).
+
+The threshold reading of `tlb.fit_reach` counts an access as a TLB miss when it is slower than
+every data hit. On a GPU whose L2 hit latency depends on the address (L2 slices at different
+distances from the SM: 275 to 330 cycles on an H100), an L1-TLB miss of about 10 cycles stays
+inside that spread and the threshold sees nothing. One address's latency, though, repeats to a
+cycle or two, so this module compares every address with itself across walks of growing length
+(TPDS Sec. 4.4's reach walks, read pairwise):
+
+- `shift_onsets`: per stride, the first pair of consecutive walks in which the shared
+  addresses' median latencies rise by more than noise explains; the risen addresses lie one
+  translation unit apart (or one stride apart when the stride is larger), which gives the
+  unit (the page of this level) as in TPDS Sec. 4.4's miss spacing.
+- `hidden_level`: the level those onsets describe, when its reach is smaller than that of the
+  level the threshold reading found (that one is then the next level, the L2 TLB): its page,
+  entries (the brackets of every stride intersected), the set reading and the penalty.
+
+Sees only the trace's reach-stage rows.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from .misses import binom_sf
+from .tlb import ELEMENT_BYTES, robust_sigma
+
+
+@dataclass(frozen=True)
+class ShiftOnset:
+    """Where the walks of one stride first pay a small translation penalty, read address by
+    address: the walk of `fit_elements` and the next one, of `first_elements`, share the
+    `fit_elements` addresses of the shorter; those whose median latency rose by more than the
+    noise allows (and stays risen in the next walk) are `shifted_bytes` (byte offsets)."""
+
+    stride_bytes: int
+    fit_elements: int
+    first_elements: int
+    shifted_bytes: tuple[int, ...]
+    common: int  # addresses the two walks share
+    penalty_cycles: float  # median rise of the shifted addresses
+    threshold_cycles: float  # a rise above this counts
+    spacing_bytes: int | None
+    spacing_share: float
+
+    @property
+    def fit_bytes(self) -> int:
+        return self.fit_elements * self.stride_bytes
+
+
+def address_medians(walk: pd.DataFrame) -> pd.Series:
+    """Median latency of each address of one walk over its recorded traversals (the first
+    record of a launch is left out: it also times the start of the walk)."""
+    body = walk[walk["step"] > 0]
+    return body.groupby("position")["latency_cycles"].median()
+
+
+def shift_onsets(
+    df: pd.DataFrame,
+    *,
+    alpha: float = 1e-6,
+    min_shift_cycles: float = 3.0,
+    min_addresses: int = 3,
+    spacing_share: float = 0.6,
+) -> list[ShiftOnset]:
+    """The first paired-address onset of every stride of the reach stage (none where no walk
+    pair shows one).
+
+    A GPU whose data latency differs from address to address (L2 slices at different
+    distances) hides a translation penalty of a few cycles in the spread of a walk's latencies,
+    but one address's latency repeats to a cycle or two. So each address is compared with
+    itself: between two consecutive walks of a stride, the longer one holds every address of
+    the shorter, and d = the rise of each common address's median latency. Without a new miss
+    d is noise of robust spread sigma (pooled over all pairs of the stride); past a
+    translation level's reach the addresses that now miss it (all, or the first of each
+    translation unit) rise by its penalty. An onset is the first pair in which more addresses
+    rise by over 3 sigma than the stride's pooled rate of such rises explains (binomial test
+    at `alpha`), whose risen addresses (rise above half their median rise and 3 sigma) are at
+    least `min_addresses`, regularly spaced (the most common spacing is at least
+    `spacing_share` of all: the translation unit, or the stride) and still risen in the walk
+    after (a slow traversal of one walk is not a level)."""
+    out = []
+    for stride, g in df.groupby("stride_bytes", sort=True):
+        by_m = {int(m): address_medians(w) for m, w in g.groupby("elements", sort=True)}
+        ms = sorted(by_m)
+        if len(ms) < 3:
+            continue
+        pairs = []
+        for a, b in zip(ms[:-1], ms[1:], strict=True):
+            common = by_m[a].index.intersection(by_m[b].index)
+            pairs.append((a, common, (by_m[b][common] - by_m[a][common]).to_numpy(np.float64)))
+        pooled = np.concatenate([d for _, _, d in pairs])
+        if pooled.size < 10:
+            continue
+        sigma = robust_sigma(pooled)
+        null = max(float(np.mean(pooled > 3 * sigma)), 0.002)
+        for i, (a, common, d) in enumerate(pairs[:-1]):
+            rise = d[d > 3 * sigma]
+            if binom_sf(rise.size - 1, d.size, null) >= alpha:
+                continue
+            if rise.size < min_addresses or np.median(rise) < min_shift_cycles:
+                continue
+            cut = max(3 * sigma, 0.5 * float(np.median(rise)))
+            shifted = common[d > cut]
+            if shifted.size < min_addresses:
+                continue
+            later = by_m[ms[i + 2]].reindex(shifted) - by_m[a][shifted]
+            if float(np.nanmedian(later.to_numpy(np.float64))) < cut:
+                continue  # a slow traversal of one walk, not a level
+            addr = np.sort(shifted.to_numpy(np.int64)) * ELEMENT_BYTES
+            values, counts = np.unique(np.diff(addr), return_counts=True)
+            k = int(np.argmax(counts))
+            share = float(counts[k] / counts.sum())
+            if share < spacing_share:
+                continue
+            out.append(
+                ShiftOnset(
+                    int(stride),
+                    a,
+                    ms[i + 1],
+                    tuple(int(x) for x in addr),
+                    int(common.size),
+                    float(np.median(d[d > cut])),
+                    float(cut),
+                    int(values[k]),
+                    share,
+                )
+            )
+            break
+    return out
+
+
+# --- the level the onsets describe -------------------------------------------------------------
+@dataclass(frozen=True)
+class HiddenLevel:
+    page_bytes: int | None
+    page_evidence: str
+    page_confidence: float
+    entries: int | None
+    entries_bracket: tuple[int, int]  # inclusive
+    entries_evidence: str
+    reach_bytes: int  # largest array without a miss at the smallest stride
+    one_set: bool | None  # every address of a walk one entry too long rose (stride >= page)
+    set_evidence: str
+    penalty_cycles: float
+    penalty_evidence: str
+    onsets: tuple[ShiftOnset, ...]
+
+
+def _units(elements: int, stride: int, page: int) -> int:
+    """Translation units a walk of `elements` from offset 0 at `stride` touches."""
+    return (elements - 1) * stride // page + 1 if stride < page else elements
+
+
+def _page(onsets: list[ShiftOnset]) -> tuple[int | None, str, float]:
+    small = onsets[0]
+    if small.spacing_bytes is None or small.spacing_bytes <= small.stride_bytes:
+        return (
+            None,
+            f"the risen addresses lie one stride apart already at the smallest stride "
+            f"({small.stride_bytes} bytes): the unit is no larger than it; sweep smaller strides",
+            0.0,
+        )
+    page = small.spacing_bytes
+    agree = [o.spacing_bytes == max(o.stride_bytes, page) for o in onsets]
+    evidence = (
+        f"walk by walk, the addresses whose own latency rose past this level's reach lie {page} "
+        f"bytes apart at strides below it ({sum(agree)}/{len(agree)} strides agree: spacing = "
+        "max(stride, unit)); "
+        + ", ".join(
+            f"stride {o.stride_bytes // 1024} KiB: {len(o.shifted_bytes)} of {o.common} "
+            f"addresses rose between walks of {o.fit_elements} and {o.first_elements}"
+            for o in onsets
+        )
+    )
+    return page, evidence, float(np.mean(agree)) * float(np.mean([o.spacing_share for o in onsets]))
+
+
+def hidden_level(
+    onsets: list[ShiftOnset], *, threshold_reach_bytes: int | None
+) -> HiddenLevel | None:
+    """The translation level of the paired onsets, if it lies in front of the level the
+    threshold reading found (reach at most half of `threshold_reach_bytes`; None: that reading
+    found none); else None (the threshold reading already has it)."""
+    if not onsets:
+        return None
+    onsets = sorted(onsets, key=lambda o: o.stride_bytes)
+    reach = onsets[0].fit_bytes
+    if threshold_reach_bytes is not None and 2 * reach > threshold_reach_bytes:
+        return None
+    page, page_evidence, page_confidence = _page(onsets)
+    if page is None:
+        return HiddenLevel(
+            None, page_evidence, 0.0, None, (0, 0), page_evidence, reach, None,
+            page_evidence, float(np.median([o.penalty_cycles for o in onsets])),
+            "", tuple(onsets),
+        )  # fmt: skip
+    # entries: every stride brackets them; strides whose bracket misses the smallest stride's
+    # belong to another level (a further TLB overflowing at the same walk)
+    brackets = []
+    for o in onsets:
+        lo = _units(o.fit_elements, o.stride_bytes, page)
+        hi = _units(o.first_elements, o.stride_bytes, page) - 1
+        brackets.append((o, lo, max(lo, hi)))
+    lo, hi = brackets[0][1], brackets[0][2]
+    used = []
+    for o, a, b in brackets:
+        if a <= hi and b >= lo:
+            lo, hi = max(lo, a), min(hi, b)
+            used.append(o)
+    text = "; ".join(
+        f"stride {o.stride_bytes // 1024} KiB: {a}..{b}" for o, a, b in brackets if o in used
+    )
+    entries = lo if lo == hi else None
+    entries_evidence = (
+        f"units of {page} bytes that fit, by stride (walks without and with the rise): {text}"
+        + (f"; together exactly {lo}" if entries else f"; together {lo}..{hi}")
+    )
+    # the set reading (TPDS Fig. 10): at a stride of a unit or more every address is its own
+    # unit, so a fully associative LRU level one entry short misses on every address
+    full = [o for o in used if o.stride_bytes >= page]
+    one_set = None
+    set_evidence = "no stride of at least one unit shows the onset"
+    if full:
+        shares = [len(o.shifted_bytes) / max(o.common, 1) for o in full]
+        one_set = bool(min(shares) >= 0.9)
+        set_evidence = ", ".join(
+            f"stride {o.stride_bytes // 1024} KiB: {len(o.shifted_bytes)} of the {o.common} "
+            f"addresses rose from {o.fit_elements} to {o.first_elements} units"
+            for o in full
+        ) + (
+            ": every unit of the walk misses once the level overflows (one fully associative "
+            "set; a cyclic walk cannot tell LRU from FIFO)"
+            if one_set
+            else ": only some units miss (set-associative); these walks do not count the sets"
+        )
+    pens = [o.penalty_cycles for o in used]
+    penalty_evidence = (
+        f"median rise of the risen addresses: {', '.join(f'{p:.1f}' for p in pens)} cycles "
+        f"at strides {', '.join(str(o.stride_bytes // 1024) for o in used)} KiB"
+    )
+    return HiddenLevel(
+        page, page_evidence, page_confidence, entries, (lo, hi), entries_evidence, reach,
+        one_set, set_evidence, float(np.median(pens)), penalty_evidence, tuple(onsets),
+    )  # fmt: skip
