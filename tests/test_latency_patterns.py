@@ -11,9 +11,10 @@ import numpy as np
 import pytest
 
 from gpudissect.analysis import latency_patterns as lp
-from gpudissect.analysis import tlb
+from gpudissect.analysis import tlb_document
 from gpudissect.backends.sim import SimBackend
 from gpudissect.config import load_schema
+from gpudissect.exceptions import ConfigError
 from gpudissect.experiments import latency_patterns, tlbs
 
 REPO = Path(__file__).resolve().parents[1]
@@ -45,6 +46,28 @@ def test_classify_hand_made_sequence():
     assert out.tolist() == expected
 
 
+def test_classify_counts_each_tlb_level_in_its_own_unit():
+    # L1 TLB: 4 entries of 1 MiB; L2 TLB: 16 entries of 2 MiB (an H100-like pair of units)
+    #  0: 0 MiB (the launch's first load)                                -> ''
+    #  1-9: 2, 4, ..., 18 MiB: first touches of L2 units 1..9             -> P5 x 9
+    # 10: 0 + 4 B: data hit; L1 unit 0 at depth 9 >= 4, L2 unit 0 at 9 < 16 -> P2
+    # 11: 1 MiB: a new L1 unit in L2 unit 0, data miss (no TPDS pattern)  -> ''
+    # 12: 0 + 8 B: data hit, L1 depth 1                                   -> P1
+    # 13: 1 MiB + 4 B: data hit (sector of 11), L1 depth 1                -> P1
+    # 14: 1 MiB + 4096: data miss, L1 depth 0                             -> P4
+    # 15-32: 20, 22, ..., 54 MiB: first touches of L2 units 10..27        -> P5 x 18
+    # 33: 2 MiB + 4 B: data hit; L2 unit 1 at depth 8 + 1 + 18 = 27 >= 16 -> P3
+    m = MIB
+    addr = [0, *[k * 2 * m for k in range(1, 10)], 4, m, 8, m + 4, m + 4096]
+    addr += [k * 2 * m for k in range(10, 28)] + [2 * m + 4]
+    kw = {"l1_entries": 4, "l2_entries": 16, "window_bytes": None}
+    out = lp.classify(np.array(addr) // 4, page_bytes=m, l2_page_bytes=2 * m, **kw)
+    expected = ["", *["P5"] * 9, "P2", "", "P1", "P1", "P4", *["P5"] * 18, "P3"]
+    assert out.tolist() == expected
+    # one unit of 2 MiB for both: access 11 is then a data miss with an L1-TLB hit
+    assert lp.classify(np.array(addr) // 4, page_bytes=2 * m, **kw)[11] == "P4"
+
+
 def test_classify_leaves_ambiguous_distances_out():
     # L1 TLB 10 entries: a reuse distance of 10 (+-1) is too close to call
     p = MIB
@@ -72,10 +95,34 @@ def test_design_visits_each_element_once_and_ends_in_a_sector_cycle():
     assert positions[-1] in plan.positions[-8:] and phases[-1] == "same_line"
 
 
+def test_design_with_eight_byte_elements_caps_the_pages():
+    # 8-byte elements: 4 per 32-byte sector, so 1 + 1 + 2 rounds; max_array_bytes holds 70 of
+    # the 32 MiB pages, fewer than E2 + E2 / 4 = 80
+    section = default_section("latency_patterns") | {
+        "element_bytes": 8,
+        "revisit_all_rounds": 1,
+        "revisit_some_rounds": 2,
+        "max_array_bytes": 70 * 32 * MIB,
+    }
+    sweep = latency_patterns.parse_params(section, "lp")
+    plan = latency_patterns.design(_translation(32 * MIB, 16, 64, None), sweep)
+    assert plan.element_bytes == 8 and plan.cycle_length == 4
+    assert plan.phases.count("cold") == 70
+    assert int(plan.positions.max()) * 8 < 70 * 32 * MIB
+    work = latency_patterns.chase_work("cg", plan, 64)
+    assert work.element_bytes == 8 and work.sparse_next.dtype == np.uint64
+
+
+def test_parse_params_refuses_rounds_an_eight_byte_sector_cannot_hold():
+    section = default_section("latency_patterns") | {"element_bytes": 8}  # 3 + 3 rounds
+    with pytest.raises(ConfigError, match="element_bytes 8"):
+        latency_patterns.parse_params(section, "lp")
+
+
 def _tlbs_doc(profile: str, tmp_path: Path) -> Path:
     sweep = tlbs.parse_params(default_section("tlbs"), "tlbs")
     backend = SimBackend(profile_path=REPO / profile, seed=5)
-    doc = tlb.analyse(tlbs.run(backend, sweep, device=None), provenance={"device": "t"})
+    doc = tlb_document.analyse(tlbs.run(backend, sweep, device=None), provenance={"device": "t"})
     path = tmp_path / "tlbs.json"
     path.write_text(json.dumps(doc, default=lambda o: o.item()))
     return path

@@ -2,11 +2,13 @@
 non-uniform-stride P-chase and the translation capacities measured by `tlbs`.
 
 Each access is classified from the address sequence of its launch alone:
-- page walk miss: the first touch of a page in the launch; window switch: a first touch whose
-  page-table window (address // W) differs from that of the previous first touch;
+- page walk miss: the first touch of a page in the launch (of an L2-TLB unit, where the two
+  levels translate units of different sizes); window switch: a first touch whose page-table
+  window (address // W) differs from that of the previous first touch;
 - TLB: the page's reuse distance d (distinct other pages since its last use, i.e. its depth in
-  an LRU stack): L1-TLB hit if d < E1, L2-TLB hit if d < E2 (fully associative LRU reading of
-  the measured entries; within 10% of a capacity an access is left out as ambiguous);
+  an LRU stack, counted in each level's own unit): L1-TLB hit if d1 < E1, L2-TLB hit if
+  d2 < E2 (fully associative LRU reading of the measured entries; within 10% of a capacity an
+  access is left out as ambiguous);
 - data cache: hit if its 32-byte sector was read before in the launch (the chain keeps sector
   reuse far below every data cache of the papers' GPUs), else miss.
 
@@ -30,7 +32,7 @@ from ..exceptions import AnalysisError
 from .result import quantity, undetermined
 
 PATTERNS = ("P1", "P2", "P3", "P4", "P5", "P6")
-ELEMENT_BYTES = 4
+POSITION_BYTES = 4  # the trace's `position` is the byte address / 4
 SECTOR_BYTES = 32
 DEFINITION = {
     "P1": "data-cache hit, L1-TLB hit",
@@ -52,6 +54,7 @@ def _value(doc: dict, *keys: str):
 def capacities(tlbs_doc: dict) -> dict[str, Any]:
     return {
         "page_bytes": _value(tlbs_doc, "elements", "l1_tlb", "page_bytes"),
+        "l2_page_bytes": _value(tlbs_doc, "elements", "l2_tlb", "page_bytes"),
         "l1_entries": _value(tlbs_doc, "elements", "l1_tlb", "entries"),
         "l2_entries": _value(tlbs_doc, "elements", "l2_tlb", "entries"),
         "window_bytes": _value(tlbs_doc, "page_table", "page_table_window_bytes"),
@@ -69,17 +72,26 @@ def classify(
     l1_entries: int | None,
     l2_entries: int | None,
     window_bytes: int | None,
+    l2_page_bytes: int | None = None,
 ) -> np.ndarray:
-    """Pattern of each access of one launch ('' where none applies or it is ambiguous)."""
-    addr = np.asarray(positions, dtype=np.int64) * ELEMENT_BYTES
+    """Pattern of each access of one launch ('' where none applies or it is ambiguous).
+    `page_bytes` is the L1 TLB's unit, `l2_page_bytes` the L2 TLB's (default: the same)."""
+    addr = np.asarray(positions, dtype=np.int64) * POSITION_BYTES
     out = np.full(len(addr), "", dtype=object)
-    stack: list[int] = []  # pages, most recent first
+    unit2 = l2_page_bytes or page_bytes
+    stack1: list[int] = []  # L1 units, most recent first
+    stack: list[int] = []  # L2 units, most recent first
     sectors: set[int] = set()
     last_walk_window = None
     for t, a in enumerate(addr):
-        page, sector = int(a // page_bytes), int(a // SECTOR_BYTES)
+        page, sector = int(a // unit2), int(a // SECTOR_BYTES)
         data_hit = sector in sectors
         sectors.add(sector)
+        u1 = int(a // page_bytes)
+        d1 = stack1.index(u1) if u1 in stack1 else None
+        if d1 is not None:
+            stack1.pop(d1)
+        stack1.insert(0, u1)
         if page not in stack:
             stack.insert(0, page)
             window = None if not window_bytes else int(a // window_bytes)
@@ -90,9 +102,11 @@ def classify(
             continue
         d = stack.index(page)
         stack.insert(0, stack.pop(d))
-        if l1_entries is None or _near(d, l1_entries):
+        if d1 is None:  # a new L1 unit inside a known L2 unit: an L1-TLB miss
+            d1 = len(stack1) + (l1_entries or 0) + 2
+        if l1_entries is None or _near(d1, l1_entries):
             continue
-        if d < l1_entries:
+        if d1 < l1_entries:
             out[t] = "P1" if data_hit else "P4"
         elif data_hit and l2_entries is not None and not _near(d, l2_entries):
             out[t] = "P2" if d < l2_entries else "P3"
@@ -113,8 +127,13 @@ def _summary(lat: np.ndarray, pattern: str, path: str, caps: dict[str, Any]) -> 
         ),
         evidence=(
             f"{lat.size} accesses on the {path} path, IQR {iqr:.1f} cycles "
-            f"(p25 {q1:.0f}, p75 {q3:.0f}); capacities: page {caps['page_bytes']} bytes, "
-            f"L1 TLB {caps['l1_entries']}, L2 TLB {caps['l2_entries']} entries, window "
+            f"(p25 {q1:.0f}, p75 {q3:.0f}); capacities: page {caps['page_bytes']} bytes"
+            + (
+                f" (L2 TLB {caps['l2_page_bytes']})"
+                if caps.get("l2_page_bytes") not in (None, caps["page_bytes"])
+                else ""
+            )
+            + f", L1 TLB {caps['l1_entries']}, L2 TLB {caps['l2_entries']} entries, window "
             f"{caps['window_bytes']}"
         ),
     )
@@ -133,6 +152,7 @@ def classify_trace(data: pd.DataFrame, caps: dict[str, Any]) -> pd.DataFrame:
                     l1_entries=caps["l1_entries"],
                     l2_entries=caps["l2_entries"],
                     window_bytes=caps["window_bytes"],
+                    l2_page_bytes=caps.get("l2_page_bytes"),
                 )
             )
         )

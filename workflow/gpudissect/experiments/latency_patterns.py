@@ -3,7 +3,9 @@ one non-uniform-stride fine-grained P-chase per launch whose chain walks through
 that each pattern occurs many times, every access timed from a cold start (no warm-up).
 
 The chain (element positions of a sparse array; pages and reaches from this device's
-`tlbs.json`, else the `fallback_*` values):
+`tlbs.json`, else the `fallback_*` values; where the L1 and L2 TLBs translate units of different
+sizes, the chain's page is the larger, so that every page is a unit of both; at most
+`max_array_bytes` of pages, 8-byte elements past 16 GiB):
 
 1. cold: first touches of K = E2 + max(8, E2/4) pages (one 32-byte sector each): data miss,
    TLB miss, page-walk miss (P5). When a page-table window W is known, the second half
@@ -42,8 +44,8 @@ log = logging.getLogger(__name__)
 
 NAME = "latency_patterns"
 KERNELS = ("pchase",)
-ELEMENT_BYTES = 4
-SECTOR_BYTES = 32  # the smallest line of the papers' GPUs (TPDS Table V): 8 elements
+POSITION_BYTES = 4  # the trace's `position` is the byte address / 4, whatever the element size
+SECTOR_BYTES = 32  # the smallest line of the papers' GPUs (TPDS Table V): 8 elements of 4 bytes
 
 SCHEMA = pa.schema(
     [
@@ -51,7 +53,7 @@ SCHEMA = pa.schema(
         pa.field("path", pa.string()),
         pa.field("repetition", pa.int16()),
         pa.field("step", pa.int32()),
-        pa.field("position", pa.int64()),  # element loaded (address / 4 from the array start)
+        pa.field("position", pa.int64()),  # the address loaded / 4 (from the array start)
         pa.field("phase", pa.string()),  # the plan's phase (for figures; not for the analysis)
         pa.field("index", pa.uint32()),
         pa.field("latency_cycles", pa.uint32()),
@@ -64,6 +66,8 @@ SCHEMA = pa.schema(
 class LatencyPatternsSweep:
     enabled: bool
     paths: tuple[str, ...]
+    element_bytes: int
+    max_array_bytes: int
     repetitions: int
     revisit_all_rounds: int
     revisit_some_rounds: int
@@ -79,6 +83,8 @@ def parse_params(section: dict, key: str) -> LatencyPatternsSweep:
     sweep = LatencyPatternsSweep(
         enabled=section["enabled"],
         paths=tuple(section["paths"]),
+        element_bytes=section["element_bytes"],
+        max_array_bytes=section["max_array_bytes"],
         repetitions=section["repetitions"],
         revisit_all_rounds=section["revisit_all_rounds"],
         revisit_some_rounds=section["revisit_some_rounds"],
@@ -89,12 +95,19 @@ def parse_params(section: dict, key: str) -> LatencyPatternsSweep:
         fallback_l2_tlb_entries=section["fallback_l2_tlb_entries"],
         flush_bytes=section["flush_bytes"],
     )
-    per_sector = SECTOR_BYTES // ELEMENT_BYTES
+    per_sector = SECTOR_BYTES // sweep.element_bytes
     if 1 + sweep.revisit_all_rounds + sweep.revisit_some_rounds > per_sector:
         raise ConfigError(
             f"{key}: revisit_all_rounds + revisit_some_rounds = "
             f"{sweep.revisit_all_rounds + sweep.revisit_some_rounds}; allowed: at most "
-            f"{per_sector - 1} (each round reads another element of a 32-byte sector)"
+            f"{per_sector - 1} with element_bytes {sweep.element_bytes} (each round reads "
+            "another element of a 32-byte sector)"
+        )
+    if sweep.element_bytes == 4 and sweep.max_array_bytes // 4 >= 2**32:
+        raise ConfigError(
+            f"{key}.max_array_bytes: {sweep.max_array_bytes} needs more than 2^32 elements of "
+            f"4 bytes (32-bit indices); allowed: below {2**34} (set {key}.element_bytes: 8 "
+            "for 64-bit indices)"
         )
     if sweep.fallback_l2_tlb_entries <= sweep.fallback_l1_tlb_entries + 2:
         raise ConfigError(
@@ -105,7 +118,8 @@ def parse_params(section: dict, key: str) -> LatencyPatternsSweep:
 
 @dataclass(frozen=True)
 class Translation:
-    """What the chain is built around: page, TLB entries, window (None: no window)."""
+    """What the chain is built around: page (the larger of the two TLB levels' units), TLB
+    entries, window (None: no window)."""
 
     page_bytes: int
     l1_entries: int
@@ -127,7 +141,8 @@ def translation_from(inputs: dict | None, sweep: LatencyPatternsSweep) -> Transl
     path = (inputs or {}).get("tlbs")
     if path and Path(path).is_file():
         doc = json.loads(Path(path).read_text())
-    page = _value(doc, "elements", "l1_tlb", "page_bytes")
+    pages = [_value(doc, "elements", e, "page_bytes") for e in ("l1_tlb", "l2_tlb")]
+    page = max((p for p in pages if p), default=None)
     l1 = _value(doc, "elements", "l1_tlb", "entries")
     l2 = _value(doc, "elements", "l2_tlb", "entries")
     window = _value(doc, "page_table", "page_table_window_bytes")
@@ -150,6 +165,7 @@ class Plan:
     positions: np.ndarray  # element positions of one pass; the last leads back into the cycle
     phases: tuple[str, ...]
     cycle_length: int  # the last `cycle_length` positions form the terminal cycle
+    element_bytes: int = 4
 
     def visit(self, steps: int) -> tuple[np.ndarray, list[str]]:
         """Positions and phases of the first `steps` loads."""
@@ -162,16 +178,25 @@ class Plan:
 def design(t: Translation, sweep: LatencyPatternsSweep) -> Plan:
     """The chain of the module docstring for translation parameters `t`."""
     page, e1, e2 = t.page_bytes, t.l1_entries, t.l2_entries
+    eb = sweep.element_bytes
     lines = max(page // 128, 8)  # 128-byte lines per page
     half = lines // 2
-    k = e2 + max(8, e2 // 4)
+    k = min(e2 + max(8, e2 // 4), max(2, sweep.max_array_bytes // page))
+    if k <= e2:
+        log.info(
+            "latency_patterns: %d pages of %d bytes fit max_array_bytes, not more than the %d "
+            "L2-TLB entries: no access can miss the L2 TLB (P3)",
+            k,
+            page,
+            e2,
+        )
     q = max(e1 + max(2, e1 // 4), min((e1 + e2) // 2, e2 - max(2, e2 // 5)))
     h = max(1, min(4, e1 // 4))
     seq: list[int] = []
     phases: list[str] = []
 
     def add(byte_address: int, phase: str) -> None:
-        seq.append(byte_address // ELEMENT_BYTES)
+        seq.append(byte_address // eb)
         phases.append(phase)
 
     def sector(page_base: int, line: int) -> int:  # the first 32 bytes of a 128-byte line
@@ -187,29 +212,29 @@ def design(t: Translation, sweep: LatencyPatternsSweep) -> Plan:
         add(sector((first + j) * page, first + j), "cold")
     for r in range(1, 1 + sweep.revisit_all_rounds):
         for i in range(k):
-            add(sector(i * page, i) + r * ELEMENT_BYTES, "revisit_all")
+            add(sector(i * page, i) + r * eb, "revisit_all")
     r0 = 1 + sweep.revisit_all_rounds
     for r in range(r0, r0 + sweep.revisit_some_rounds):
         for i in range(q):
-            add(sector(i * page, i) + r * ELEMENT_BYTES, "revisit_some")
+            add(sector(i * page, i) + r * eb, "revisit_some")
     for r in range(sweep.fresh_line_rounds):
         for i in range(h):
             add(i * page + (half + r % half) * 128, "fresh_lines")
     same = (half + sweep.fresh_line_rounds % half) * 128  # a line no other phase reads
-    for e in range(SECTOR_BYTES // ELEMENT_BYTES):
-        add(same + e * ELEMENT_BYTES, "same_line")
+    for e in range(SECTOR_BYTES // eb):
+        add(same + e * eb, "same_line")
     positions = np.asarray(seq, dtype=np.int64)
     if len(np.unique(positions)) != len(positions):
         raise ConfigError(
             f"the latency-pattern chain revisits an element (page {page} bytes too small for "
             "the rounds configured); use fewer fresh_line_rounds"
         )
-    return Plan(positions, tuple(phases), SECTOR_BYTES // ELEMENT_BYTES)
+    return Plan(positions, tuple(phases), SECTOR_BYTES // eb, eb)
 
 
 def chase_work(path: str, plan: Plan, record_steps: int) -> ChaseWork:
     pos = plan.positions
-    nxt = np.empty(len(pos), dtype=np.uint32)
+    nxt = np.empty(len(pos), dtype=np.uint32 if plan.element_bytes == 4 else np.uint64)
     nxt[:-1] = pos[1:]
     nxt[-1] = pos[len(pos) - plan.cycle_length]
     return ChaseWork(
@@ -219,6 +244,7 @@ def chase_work(path: str, plan: Plan, record_steps: int) -> ChaseWork:
         warmup_steps=0,
         record_steps=record_steps,
         shared_buffer_bytes=max(1024, -(-8 * record_steps // 1024) * 1024),
+        element_bytes=plan.element_bytes,
         array_elements=int(pos.max()) + 1,
         sparse_positions=pos,
         sparse_next=nxt,
@@ -267,7 +293,7 @@ def run(
                         "path": path,
                         "repetition": np.full(n, rep, np.int16),
                         "step": np.arange(n, dtype=np.int32),
-                        "position": positions[:n],
+                        "position": positions[:n] * (plan.element_bytes // POSITION_BYTES),
                         "phase": phases[:n],
                         "index": result.indices,
                         "latency_cycles": result.latency_cycles,
