@@ -147,6 +147,18 @@ def _policy(rows: pd.DataFrame, classifier: Classifier, b: int):
         reason = "no policy walk: stage 2 found no set of two or more ways"
         return undetermined(reason), undetermined(reason), {}
     ways = len(np.unique(a[0].lines)) - 1
+    # premise: ways + 1 lines of one set walked cyclically miss at least once per cycle under
+    # any policy (one of them is always absent); lines that mostly hit are not one set
+    cycle = ways + 1
+    after = np.concatenate([w.missed[cycle:] for w in a]) if a else np.zeros(0, bool)
+    if after.size and after.mean() < 0.5 / cycle:
+        reason = (
+            f"the {cycle} lines the sets sweep grouped as one set do not overflow when walked "
+            f"alone: {after.mean():.1%} of the accesses after the first cycle miss, where a set "
+            f"of {ways} ways walked by {cycle} lines misses at least once a cycle "
+            f"({1 / cycle:.1%}); they are not one set"
+        )
+        return undetermined(reason), undetermined(reason), {"ways": ways}
     checks = {}
     for name in rp.candidates(ways):
         ok_a, bad_a, n_a = rp.consistent(a, ways, name)

@@ -288,13 +288,37 @@ class PageWalks:
     counts: pd.DataFrame  # elements, l1_misses, l2_misses (per traversal), spreads
 
 
+def merge_into_base(levels: list[Level], base_range: tuple[float, float]) -> list[Level]:
+    """The levels whose medians lie inside the reach stage's base level `base_range` (walks of
+    <= 3 elements: data hits, no TLB miss) made one: on a GPU whose data hits come at several
+    latencies (L2 slices at different distances), the histogram of longer walks can split them,
+    and none of those parts is a TLB miss."""
+    lo, hi = base_range
+    inside = [lv for lv in levels if lo <= lv.center < hi]
+    if len(inside) < 2:
+        return levels
+    biggest = max(inside, key=lambda lv: lv.count)
+    merged = Level(
+        biggest.center,
+        min(lv.lo for lv in inside),
+        max(lv.hi for lv in inside),
+        sum(lv.count for lv in inside),
+    )
+    return sorted([lv for lv in levels if lv not in inside] + [merged], key=lambda lv: lv.center)
+
+
 def page_levels(
-    df: pd.DataFrame, sigma: float, base_value: float
+    df: pd.DataFrame,
+    sigma: float,
+    base_value: float,
+    base_range: tuple[float, float] | None = None,
 ) -> tuple[list[Level], int, int | None, int | None]:
     """Levels of the stride = page walks: the base level and the first two levels above it to
     appear as the walk grows (L1-TLB miss, then L2-TLB miss)."""
     lat = df["latency_cycles"].to_numpy(np.float64)
     levels = find_levels(lat, sigma=sigma)
+    if base_range is not None:
+        levels = merge_into_base(levels, base_range)
     b = level_containing(levels, base_value)
     if b is None:
         return levels, -1, None, None
@@ -311,11 +335,17 @@ def page_levels(
     return levels, b, l1, l2
 
 
-def fit_pages(df: pd.DataFrame, *, sigma: float, base_value: float) -> PageWalks | None:
+def fit_pages(
+    df: pd.DataFrame,
+    *,
+    sigma: float,
+    base_value: float,
+    base_range: tuple[float, float] | None = None,
+) -> PageWalks | None:
     if df.empty:
         return None
     page = int(df["stride_bytes"].iloc[0])
-    levels, b, l1, l2 = page_levels(df, sigma, base_value)
+    levels, b, l1, l2 = page_levels(df, sigma, base_value, base_range)
     if b < 0:
         return PageWalks(page, tuple(levels), None, None, pd.DataFrame())
     rows = []
@@ -464,6 +494,18 @@ def fit_window(df: pd.DataFrame, *, sigma: float) -> Window:
         spacing = np.diff(np.concatenate([[0], regular]))
         window = int(np.median(spacing))
         consistent = bool(np.all(spacing == window))
+        if not consistent:
+            return Window(
+                None,
+                None,
+                levels[cold].center,
+                (),
+                f"a {levels[k].center:.0f}-cycle level above the cold walk's "
+                f"{levels[cold].center:.0f} recurs at addresses "
+                f"{[int(a) for a in regular[:8]]} from the array start, which are not equally "
+                f"spaced: no page-table window (switches would recur every window)",
+                0.0,
+            )
         pen = float(levels[k].center - levels[cold].center)
         expected = span // window
         return Window(

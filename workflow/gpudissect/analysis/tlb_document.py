@@ -176,7 +176,10 @@ def _threshold_levels(data: pd.DataFrame, reach: Reach):
         evidence=reach.page_evidence,
     )
     walks = fit_pages(
-        data[data["stage"] == "pages"], sigma=reach.sigma, base_value=reach.base.center
+        data[data["stage"] == "pages"],
+        sigma=reach.sigma,
+        base_value=reach.base.center,
+        base_range=(reach.base.lo, reach.base.hi),
     )
     st1 = st2 = SetStructure(None, None, None, (), None, "no stride = page walks", 0.0)
     l1: dict[str, Any] = {}
@@ -248,7 +251,10 @@ def _with_hidden_l1(data: pd.DataFrame, reach: Reach | None, h: tlb_shift.Hidden
         )
     }
     walks = fit_pages(
-        data[data["stage"] == "pages"], sigma=reach.sigma, base_value=reach.base.center
+        data[data["stage"] == "pages"],
+        sigma=reach.sigma,
+        base_value=reach.base.center,
+        base_range=(reach.base.lo, reach.base.hi),
     )
     if walks is None or walks.counts.empty or walks.l1_index is None:
         why = "no stride = page walks show a level above the base"

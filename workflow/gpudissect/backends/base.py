@@ -146,6 +146,11 @@ class Backend(ABC):
     def run_chase(self, work: ChaseWork, *, carveout_pct: int | None, seed: int = 0) -> ChaseResult:
         """Execute one P-chase launch (`seed` feeds the simulator's noise; a GPU ignores it)."""
 
+    def reserve(self, nbytes: int) -> None:  # noqa: B027 - optional hook
+        """Hold device memory for chase arrays of up to `nbytes` from now on, so that the
+        launches that follow place their arrays in the same memory (the same physical pages:
+        a GPU's per-address latencies then repeat from launch to launch)."""
+
     def has_path(self, path: str) -> bool:
         """Whether the device has load path `path` (a GPU has them all; a profile may not)."""
         return True

@@ -7,6 +7,7 @@ calls, clocks read through NVML before and after, the L1/shared carveout set per
 from __future__ import annotations
 
 import os
+import time
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +18,9 @@ from ..kernels import file_sha256
 from .base import Backend, ChaseResult, ChaseWork
 
 CHASE_KERNELS = {"ca": "pchase_ca", "cg": "pchase_cg", "nc": "pchase_nc"}
+# a P-chase launch records the SM clock of a reading at most this old (clocks before and after
+# every sweep are read afresh: see sweep.py)
+CLOCK_MAX_AGE_S = 0.5
 CHASE64_KERNELS = {"ca": "pchase64_ca", "cg": "pchase64_cg", "nc": "pchase64_nc"}
 
 
@@ -36,6 +40,7 @@ class _Nvml:
 
     def __init__(self, pci_bus_id: str) -> None:
         self.handle = None
+        self._sm_clock, self._sm_read_at = None, float("-inf")
         try:
             import pynvml
 
@@ -62,6 +67,15 @@ class _Nvml:
             "sm_clock_mhz": self._get("nvmlDeviceGetClockInfo", n.NVML_CLOCK_SM),
             "memory_clock_mhz": self._get("nvmlDeviceGetClockInfo", n.NVML_CLOCK_MEM),
         }
+
+    def sm_clock(self, *, max_age_s: float) -> float | None:
+        """The SM clock, read again only when the last reading is older than `max_age_s`: a
+        sweep of thousands of short launches would otherwise spend much of its time in NVML."""
+        now = time.monotonic()
+        if now - self._sm_read_at > max_age_s:
+            self._sm_clock = self.clocks()["sm_clock_mhz"]
+            self._sm_read_at = now
+        return self._sm_clock
 
     def facts(self) -> dict[str, Any]:
         if self.handle is None:
@@ -208,6 +222,18 @@ class CudaBackend(Backend):
             self._buffer_bytes = self._last_bytes = size
         return self._buffer
 
+    def reserve(self, nbytes: int) -> None:
+        if nbytes <= self._buffer_bytes:
+            return
+        try:
+            self._device_buffer(nbytes, exact=True)
+        except self.drv.MemoryError as exc:
+            free, total = self.drv.mem_get_info()
+            raise DeviceUnavailable(
+                f"cannot hold a chase array of {nbytes} bytes on {self.device.name()} "
+                f"({free} of {total} bytes free): lower the experiment's max_array_bytes"
+            ) from exc
+
     def release_buffer(self) -> None:
         """Free the chase array: its pages are unmapped, so no TLB holds them any more."""
         if self._buffer is not None:
@@ -334,7 +360,7 @@ class CudaBackend(Backend):
                 from cuda.bindings import driver as cu
 
                 cu.cuTexObjectDestroy(tex)
-        sm = self.nvml.clocks()["sm_clock_mhz"]
+        sm = self.nvml.sm_clock(max_age_s=CLOCK_MAX_AGE_S)
         return ChaseResult(
             latency_cycles=latency,
             indices=indices,

@@ -302,11 +302,23 @@ def _pages_stage(run: _Launcher, sweep: TlbSweep, reach) -> None:
     grid = sorted({g for g in grid if g <= max_pages})
     for m in grid:
         run.walk("pages", page, m)
-    walks = tlb.fit_pages(run.data("pages"), sigma=reach.sigma, base_value=reach.base.center)
-    if walks is None or walks.l2_index is None:
-        log.info("tlbs: no L2-TLB miss level in walks of up to %d pages", grid[-1])
+    walks = tlb.fit_pages(
+        run.data("pages"),
+        sigma=reach.sigma,
+        base_value=reach.base.center,
+        base_range=(reach.base.lo, reach.base.hi),
+    )
+    if walks is None or walks.l1_index is None:
+        log.info("tlbs: no TLB miss level in walks of up to %d pages", grid[-1])
         return
-    counts = walks.counts.set_index("elements")["l2_misses"]
+    # one page at a time past the outermost level the walks show: the L2 TLB, or, where only
+    # one level shows (an L1 TLB that hides in the data latencies: analysis.tlb_shift), that one
+    top, column = (
+        (walks.l2_index, "l2_misses")
+        if walks.l2_index is not None
+        else (walks.l1_index, "l1_misses")
+    )
+    counts = walks.counts.set_index("elements")[column]
     missing = [m for m in counts.index if counts[m] >= 0.5]
     first = missing[0]
     start = max([m for m in counts.index if m < first], default=first - 1)
@@ -316,7 +328,7 @@ def _pages_stage(run: _Launcher, sweep: TlbSweep, reach) -> None:
     for m in range(start, min(max_pages, first + sweep.max_dense_pages) + 1):
         frame = run.last[("pages", m)] if m in done else run.walk("pages", page, m)
         lat = frame.sort_values("step")["latency_cycles"].to_numpy(np.float64)
-        slow = tlb.at_or_above(lat, levels, walks.l2_index)
+        slow = tlb.at_or_above(lat, levels, top)
         k = round(tlb.misses_per_traversal(slow, m)[0])
         if previous is not None and (k > 0 or previous > 0):
             increments.append(k - previous)
@@ -338,6 +350,9 @@ def run(
     from ..analysis import tlb
 
     launcher = _Launcher(backend, sweep, progress)
+    # one allocation for the reach and pages stages: the paired-address reading compares each
+    # address's latency across walks, which needs the same physical pages in every walk
+    backend.reserve(sweep.max_array_bytes)
     for stride in sweep.strides_bytes:
         for m in element_grid(sweep, stride):
             launcher.walk("reach", stride, m)
