@@ -270,9 +270,19 @@ def _with_hidden_l1(data: pd.DataFrame, reach: Reach | None, h: tlb_shift.Hidden
             walks.levels, b, walks.l1_index, None, "L2-TLB miss over the base (L1-TLB misses)"
         )
     l2 = {"page_bytes": l2["page_bytes"]} | _structure_quantities(st, page, unit_note="") | l2
+    # the page walks' first level above the base is this GPU's L2 TLB: name its columns so
+    rows = [
+        {
+            "elements": r["elements"],
+            "steps": r["steps"],
+            "l2_misses": r.get("l1_misses"),
+            "l2_spread": r.get("l1_spread"),
+        }
+        for r in _pages_rows(walks)
+    ]
     extra = {
         "levels": levels_doc,
-        "pages": _pages_rows(walks),
+        "pages": rows,
         "l1_increments": [],
         "l2_increments": list(st.increments),
     }
