@@ -246,3 +246,20 @@ def test_gpu_tlb_sweep_is_sane(gpu_backend):
     for element in ("l1_tlb", "l2_tlb"):
         pen = doc["elements"][element]["miss_penalty_cycles"].get("value")
         assert pen is None or pen > 0
+
+
+def test_bisection_narrows_a_wide_bracket_to_one_page():
+    # a level of 2048 entries: walks of more pages have accesses above the base (300 vs 400)
+    class Run:
+        walked: list[int] = []
+
+        def walk(self, stage, stride, m):
+            self.walked.append(m)
+            lat = np.full(3 * m, 300.0) + (100.0 if m > 2048 else 0.0)
+            return pd.DataFrame({"step": np.arange(3 * m), "latency_cycles": lat})
+
+    reach = type("Reach", (), {"base": tlb.Level(300.0, 250.0, 340.0, 100)})()
+    run = Run()
+    fit, first = tlbs._bisect_onset(run, None, reach, 32 * MIB, 1827, 2172)
+    assert (fit, first) == (2048, 2049)
+    assert len(run.walked) <= 9  # log2(345) walks, not one per page

@@ -76,6 +76,7 @@ class TlbSweep:
     record_steps: int
     max_record_steps: int
     max_dense_pages: int
+    pages_traversals: int
     window_probe_bytes: int
     window_stride_bytes: int
     window_repetitions: int
@@ -94,6 +95,7 @@ def parse_params(section: dict, key: str) -> TlbSweep:
         record_steps=section["record_steps"],
         max_record_steps=section["max_record_steps"],
         max_dense_pages=section["max_dense_pages"],
+        pages_traversals=section["pages_traversals"],
         window_probe_bytes=section["window_probe_bytes"],
         window_stride_bytes=section["window_stride_bytes"],
         window_repetitions=section["window_repetitions"],
@@ -246,7 +248,7 @@ class _Launcher:
         seq = np.arange(elements, dtype=np.int64) * (stride_bytes // eb)
         warmup_steps = elements if warmup else 0
         record = record or record_steps_for(
-            self.sweep, elements, traversals=5 if stage == "pages" else 3
+            self.sweep, elements, traversals=self.sweep.pages_traversals if stage == "pages" else 3
         )
         work = sequence_work(
             self.sweep.path, seq, warmup_steps=warmup_steps, record_steps=record, element_bytes=eb
@@ -293,7 +295,10 @@ def _pages_stage(run: _Launcher, sweep: TlbSweep, reach) -> None:
     page = reach.page_bytes
     max_pages = sweep.max_array_bytes // page
     fit, first = reach.l1_entries_estimate or (16, 17)
-    # one page at a time around the L1-TLB reach (its entries and sets), coarse beyond
+    # one page at a time around the reach stage's level (its entries and sets), coarse beyond;
+    # a wide bracket (a level of thousands of entries) is first narrowed by bisection
+    if first - fit > 16:
+        fit, first = _bisect_onset(run, sweep, reach, page, fit, first)
     grid = sorted({2, 3, 4, *range(max(2, fit - 1), first + 4)})
     m = float(first + 4)
     while int(m) <= max_pages:
@@ -301,7 +306,8 @@ def _pages_stage(run: _Launcher, sweep: TlbSweep, reach) -> None:
         m *= 2**0.25
     grid = sorted({g for g in grid if g <= max_pages})
     for m in grid:
-        run.walk("pages", page, m)
+        if ("pages", m) not in run.last:
+            run.walk("pages", page, m)
     walks = tlb.fit_pages(
         run.data("pages"),
         sigma=reach.sigma,
@@ -336,6 +342,22 @@ def _pages_stage(run: _Launcher, sweep: TlbSweep, reach) -> None:
         # every set has overflowed once two further pages add one miss each
         if len(increments) >= 3 and increments[-2:] == [1, 1] and max(increments) > 1:
             break
+
+
+def _bisect_onset(run: _Launcher, sweep: TlbSweep, reach, page: int, fit: int, first: int):
+    """Narrow [fit, first) - the longest walk without and the shortest with misses of the
+    reach stage's level - to one page, with walks at stride = page: a walk misses when some of
+    its accesses lie above the base level of the reach stage (the reach stage's threshold)."""
+    from ..analysis import tlb
+
+    threshold = reach.base.hi
+    while first - fit > 1:
+        m = (fit + first) // 2
+        frame = run.walk("pages", page, m)
+        lat = frame.sort_values("step")["latency_cycles"].to_numpy(np.float64)
+        misses = tlb.misses_per_traversal(lat >= threshold, m)[0]
+        fit, first = (fit, m) if misses >= 1 else (m, first)
+    return fit, first
 
 
 def run(
