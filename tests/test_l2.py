@@ -261,3 +261,28 @@ def test_near_hits_in_two_groups_are_one_near_level():
     generating = float(np.median(bimodal_near(np.random.default_rng(98), 400_000)))
     assert abs(l2["hit_latency_cycles"]["value"] / generating - 1) < 0.02
     assert abs(l2["far_hit_latency_cycles"]["value"] / FAR_MEDIAN - 1) < 0.03
+
+
+def test_report_and_figure_show_the_levels_and_why_not():
+    from gpudissect.plotting.l2 import plot_l2
+    from gpudissect.report.sections import l2_section
+
+    data = sweep(h100_parts, range(8, 73, 4), seed=12)
+    doc = analyse(data, provenance={"device": "synthetic"})
+    text = "\n".join(l2_section(doc, []))
+    l2 = doc["elements"]["l2"]
+    for key in ("hit_latency_cycles", "far_hit_latency_cycles", "miss_latency_cycles"):
+        assert f"**{l2[key]['value']:g} cycles**" in text
+    assert "[24 MiB, 28 MiB)" in text and "[48 MiB, 52 MiB)" in text
+    assert "between 24 MiB and 28 MiB" in text and "48 MiB and 52 MiB" in text
+    fig = plot_l2(data, doc)["l2_footprint"]
+    labels = {t.get_text().split()[0] for t in fig.axes[0].texts}
+    assert labels == {"near", "far", "dram"}
+
+    one = analyse(
+        sweep(lambda m: [(1.0, near)] if m <= 24 else [(1.0, dram)], range(8, 73, 4), seed=13),
+        provenance={"device": "synthetic"},
+    )
+    text = "\n".join(l2_section(one, []))
+    reason = one["elements"]["l2"]["far_hit_latency_cycles"]["undetermined"]
+    assert f"L2 hit latency (far partition): undetermined: {reason}" in text

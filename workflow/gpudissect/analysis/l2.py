@@ -151,7 +151,7 @@ ASSUMES = (
 )
 
 
-def _bracket(step: Step, what: str, method: str, extra: str = "") -> dict[str, Any]:
+def _bracket(step: Step, which: str, what: str, method: str, extra: str = "") -> dict[str, Any]:
     lo, hi = int(step.x_before), int(step.x_after)
     return quantity(
         lo,
@@ -159,7 +159,8 @@ def _bracket(step: Step, what: str, method: str, extra: str = "") -> dict[str, A
         confidence=step.confidence,
         method=method,
         evidence=(
-            f"median latency {step.level_before:.0f} -> {step.level_after:.0f} cycles between "
+            f"{which} step: median latency {step.level_before:.0f} -> {step.level_after:.0f} "
+            "cycles between "
             f"{mib(lo)} and {mib(hi)}; {what} is in [{lo}, {hi}) bytes at this sweep's "
             f"resolution" + extra
         ),
@@ -203,16 +204,17 @@ def partition_quantities(
             lv.near.level_cycles,
             unit="cycles",
             confidence=near_c,
-            method="first plateau (near L2 partition): " + PARTITION_METHOD,
-            evidence=f"near {lv.near.describe()}" + near_split,
+            method=PARTITION_METHOD,
+            evidence=f"first plateau (near partition) {lv.near.describe()}" + near_split,
         ),
         "far_hit_latency_cycles": quantity(
             lv.far.level_cycles,
             unit="cycles",
             confidence=min(near_c, last_c),
-            method="plateau before the last (far L2 partition): " + PARTITION_METHOD,
+            method=PARTITION_METHOD,
             evidence=(
-                f"far {lv.far.describe()}; near {lv.near.describe()}; DRAM {lv.dram.describe()}"
+                f"plateau before the last (far partition) {lv.far.describe()}; near "
+                f"{lv.near.describe()}; DRAM {lv.dram.describe()}"
                 f"; {margins}{transitions}; {ASSUMES}; {tlb}"
             ),
         ),
@@ -220,19 +222,21 @@ def partition_quantities(
             lv.dram.level_cycles,
             unit="cycles",
             confidence=last_c,
-            method="last plateau (DRAM): " + PARTITION_METHOD,
-            evidence=f"DRAM {lv.dram.describe()}; {ASSUMES}",
+            method=PARTITION_METHOD,
+            evidence=f"last plateau (DRAM) {lv.dram.describe()}; {ASSUMES}",
         ),
         "near_size_bytes": _bracket(
             lv.near_step,
+            "first (near to far partition)",
             "the footprint where the near partition stops holding the data",
-            "first latency step (near to far partition): " + PARTITION_METHOD,
+            PARTITION_METHOD,
             early,
         ),
         "size_bytes": _bracket(
             lv.last_step,
+            "last (far partition to DRAM)",
             "the L2 size",
-            "last latency step (far partition to DRAM): " + PARTITION_METHOD,
+            PARTITION_METHOD,
             f"; {ratio:.2g} times the near size (two equal partitions that replicate "
             "what fits in one predict 2)",
         ),
