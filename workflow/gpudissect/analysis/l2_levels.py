@@ -102,7 +102,9 @@ class Plateau:
         }
 
 
-def plateaus(sizes: np.ndarray, groups: Sequence[np.ndarray], steps: Sequence[Step]) -> list:
+def plateaus(
+    sizes: np.ndarray, groups: Sequence[np.ndarray], steps: Sequence[Step]
+) -> list[Plateau]:
     """The plateaus between `steps` (their `index` is the first footprint of the next one)."""
     bounds = [0, *(s.index for s in steps), len(sizes)]
     out = []
