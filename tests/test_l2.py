@@ -3,6 +3,7 @@
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 import pytest
 
 from gpudissect.analysis.l2 import analyse, near_far
@@ -48,3 +49,240 @@ def test_one_distance_is_not_split():
     q = near_far(rng.normal(300, 8, 10000))
     assert q["far_hit_latency_cycles"]["value"] is None
     assert abs(q["hit_latency_cycles"]["value"] - 300) < 1
+
+
+# --- Seeded synthetic footprint sweeps with known levels -------------------------------------
+# Shapes from an H100 measured at stride 128 B (ld.global.cg, 2048 timed loads per footprint):
+# near-partition hits ~290 cycles, far-partition hits 435-800 with a long upper tail, DRAM two
+# groups (~570, and 650-930). The generating medians are the assertions' references.
+MIB = 1 << 20
+NEAR_MEDIAN = 290.0  # N(290, 15)
+FAR_MEDIAN = 520.0  # 420 + lognormal(median 100, sigma 0.8): p5 ~447, p95 ~793
+RECORD = 2048
+
+
+def near(rng, n):
+    return rng.normal(NEAR_MEDIAN, 15, n)
+
+
+def far(rng, n):
+    return FAR_MEDIAN - 100 + rng.lognormal(np.log(100), 0.8, n)
+
+
+def dram(rng, n):
+    side = rng.random(n) < 0.35
+    return np.where(side, rng.normal(570, 15, n), 640 + rng.lognormal(np.log(100), 0.5, n))
+
+
+def dram_median():
+    return float(np.median(dram(np.random.default_rng(99), 400_000)))
+
+
+def sweep(parts_of, sizes_mib, *, seed, stride_bytes=128, outlier_rate=0.002):
+    """A trace: at footprint m MiB, each access drawn from one of `parts_of(m)` = [(share,
+    draw)], plus rare timing outliers (+1000 cycles)."""
+    rng = np.random.default_rng(seed)
+    frames = []
+    for point, m in enumerate(sizes_mib):
+        parts = parts_of(m)
+        which = rng.choice(len(parts), RECORD, p=[share for share, _ in parts])
+        lat = np.empty(RECORD)
+        for k, (_, draw) in enumerate(parts):
+            lat[which == k] = draw(rng, int(np.sum(which == k)))
+        lat[rng.random(RECORD) < outlier_rate] += 1000
+        n = int(m * MIB)
+        frames.append(
+            pd.DataFrame(
+                {
+                    "point": np.full(RECORD, point, np.int32),
+                    "path": "cg",
+                    "array_bytes": np.full(RECORD, n, np.int64),
+                    "stride_bytes": np.full(RECORD, stride_bytes, np.int64),
+                    "step": np.arange(RECORD, dtype=np.int32),
+                    "index": ((np.arange(RECORD) * stride_bytes) % n // 4).astype(np.uint32),
+                    "latency_cycles": np.round(np.clip(lat, 1, None)).astype(np.uint32),
+                }
+            )
+        )
+    return pd.concat(frames, ignore_index=True)
+
+
+def h100_parts(m):
+    """Near hits up to 24 MiB; 26 MiB half, 28 MiB 15% still near; far hits up to 48 MiB (44
+    and 48 with a few DRAM accesses, as measured); DRAM beyond: near size in (24, 28] MiB, L2
+    size in (48, 52] MiB."""
+    if m <= 24:
+        return [(1.0, near)]
+    if m < 28:
+        return [(0.5, near), (0.5, far)]
+    if m == 28:
+        return [(0.15, near), (0.85, far)]
+    if m <= 40:
+        return [(1.0, far)]
+    if m <= 48:
+        return [(0.9, far), (0.1, dram)]
+    return [(1.0, dram)]
+
+
+def l2_of(trace):
+    doc = analyse(trace, provenance={"device": "synthetic"})
+    return doc["elements"]["l2"]
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_three_plateaus_give_near_far_and_dram(seed):
+    l2 = l2_of(sweep(h100_parts, range(8, 73, 4), seed=seed))
+    assert abs(l2["hit_latency_cycles"]["value"] / NEAR_MEDIAN - 1) < 0.02
+    assert abs(l2["far_hit_latency_cycles"]["value"] / FAR_MEDIAN - 1) < 0.03
+    assert abs(l2["miss_latency_cycles"]["value"] / dram_median() - 1) < 0.03
+    assert l2["size_bytes"]["bracket_bytes"] == [48 * MIB, 52 * MIB]
+    assert l2["size_bytes"]["value"] == 48 * MIB
+    assert l2["near_size_bytes"]["bracket_bytes"] == [24 * MIB, 28 * MIB]
+    for key in ("far_hit_latency_cycles", "size_bytes", "near_size_bytes"):
+        q = l2[key]
+        assert 0 < q["confidence"] <= 1 and q["method"] and q["evidence"]
+    assert "Hopper" in l2["far_hit_latency_cycles"]["method"]
+
+
+@pytest.mark.parametrize("seed", [3, 4])
+def test_a_finer_grid_brackets_the_edges_closer(seed):
+    # 2 MiB steps: 26 MiB is a half-near blend, so the near edge is in (24, 28] MiB and the
+    # bracket lies inside that; the L2 edge is in (48, 50] MiB
+    l2 = l2_of(sweep(h100_parts, range(8, 73, 2), seed=seed))
+    lo, hi = l2["near_size_bytes"]["bracket_bytes"]
+    assert 24 * MIB <= lo < hi <= 28 * MIB
+    assert l2["size_bytes"]["bracket_bytes"] == [48 * MIB, 50 * MIB]
+    assert abs(l2["far_hit_latency_cycles"]["value"] / FAR_MEDIAN - 1) < 0.03
+
+
+def test_a_far_level_that_drifts_is_one_level():
+    # the far level rises by 30 cycles from 44 MiB on (its change point may split it): still
+    # one far level, read at the median of its footprints' medians (four at 520, two at 550)
+    def parts(m):
+        return [(1.0, lambda rng, n: far(rng, n) + 30)] if 44 <= m <= 48 else h100_parts(m)
+
+    l2 = l2_of(sweep(parts, range(8, 73, 4), seed=5))
+    assert abs(l2["far_hit_latency_cycles"]["value"] / FAR_MEDIAN - 1) < 0.03
+    assert l2["size_bytes"]["bracket_bytes"] == [48 * MIB, 52 * MIB]
+
+
+def test_one_l2_level_and_dram_leave_far_undetermined():
+    def parts(m):
+        return [(1.0, near)] if m <= 24 else [(1.0, dram)]
+
+    l2 = l2_of(sweep(parts, range(8, 73, 4), seed=6))
+    assert l2["far_hit_latency_cycles"]["value"] is None
+    assert "far level needs a plateau" in l2["far_hit_latency_cycles"]["undetermined"]
+    assert l2["near_size_bytes"]["value"] is None
+    assert abs(l2["hit_latency_cycles"]["value"] / NEAR_MEDIAN - 1) < 0.02
+    assert abs(l2["miss_latency_cycles"]["value"] / dram_median() - 1) < 0.03
+    assert l2["size_bytes"]["bracket_bytes"] == [24 * MIB, 28 * MIB]
+
+
+def test_a_gradual_transition_is_not_a_far_level():
+    # past a randomly replaced L2 the footprints 28-44 MiB miss on 60% of their accesses and
+    # hit on the rest: the median steps twice, but the middle plateau still holds near hits
+    def parts(m):
+        if m <= 24:
+            return [(1.0, near)]
+        if m <= 44:
+            return [(0.4, near), (0.6, dram)]
+        return [(1.0, dram)]
+
+    l2 = l2_of(sweep(parts, range(8, 73, 4), seed=7))
+    assert len(l2["latency_steps_bytes"]["value"]) >= 2  # the sweep does show two steps
+    assert l2["far_hit_latency_cycles"]["value"] is None
+    assert "still hold near hits" in l2["far_hit_latency_cycles"]["undetermined"]
+
+
+def test_two_distinct_middle_levels_are_not_read():
+    # near, far, DRAM and a fourth, higher level (a TLB level past the DRAM plateau, say):
+    # "the plateau before the last" would be DRAM, so nothing is read as far
+    def parts(m):
+        if m <= 48:
+            return h100_parts(m)
+        if m <= 72:
+            return [(1.0, dram)]
+        return [(1.0, lambda rng, n: dram(rng, n) + 400)]
+
+    l2 = l2_of(sweep(parts, range(8, 113, 4), seed=8))
+    assert l2["far_hit_latency_cycles"]["value"] is None
+    assert "distinct levels" in l2["far_hit_latency_cycles"]["undetermined"]
+    assert l2["near_size_bytes"]["value"] is None
+
+
+def test_hits_at_two_distances_by_address_still_split():
+    # 40% of the lines sit in a far partition at every footprint that fits (no replication):
+    # one step to DRAM, and the Otsu route splits the hits
+    def parts(m):
+        if m <= 24:
+            return [
+                (0.6, lambda rng, n: rng.normal(260, 6, n)),
+                (0.4, lambda rng, n: rng.normal(330, 6, n)),
+            ]
+        return [(1.0, dram)]
+
+    l2 = l2_of(sweep(parts, range(8, 73, 4), seed=9))
+    assert abs(l2["hit_latency_cycles"]["value"] - 260) < 2
+    assert abs(l2["far_hit_latency_cycles"]["value"] - 330) < 2
+    assert abs(l2["far_share"]["value"] - 0.4) < 0.03
+    assert l2["size_bytes"]["bracket_bytes"] == [24 * MIB, 28 * MIB]
+
+
+def bimodal_near(rng, n):
+    # the H100's near hits come at two latencies by address (~282 and ~313 cycles)
+    return np.where(rng.random(n) < 0.55, rng.normal(282, 5, n), rng.normal(313, 6, n))
+
+
+def test_a_stride_that_keeps_near_hits_in_every_line_leaves_far_undetermined():
+    # at stride 32 B part of the accesses past the near size still hit near (the other sector
+    # of a pair; 40% here): three median plateaus, as the H100 measured at 32 B showed (307,
+    # 393, 438 cycles), but the middle and last ones hold near hits. The near hits' own two
+    # groups (282 / 313) are not the far partition either.
+    def parts(m):
+        if m <= 24:
+            return [(1.0, bimodal_near)]
+        return [(0.4, bimodal_near)] + [(share * 0.6, d) for share, d in h100_parts(m)]
+
+    l2 = l2_of(sweep(parts, range(8, 73, 4), seed=10, stride_bytes=32))
+    assert l2["far_hit_latency_cycles"]["value"] is None
+    assert "near hits" in l2["far_hit_latency_cycles"]["undetermined"]
+    assert l2["miss_latency_cycles"]["value"] is None
+    assert "far_share" not in l2
+    assert 282 < l2["hit_latency_cycles"]["value"] < 313
+    assert len(l2["latency_steps_bytes"]["value"]) == 2
+
+
+def test_near_hits_in_two_groups_are_one_near_level():
+    def parts(m):
+        return [(1.0, bimodal_near)] if m <= 24 else h100_parts(m)
+
+    l2 = l2_of(sweep(parts, range(8, 73, 4), seed=11))
+    generating = float(np.median(bimodal_near(np.random.default_rng(98), 400_000)))
+    assert abs(l2["hit_latency_cycles"]["value"] / generating - 1) < 0.02
+    assert abs(l2["far_hit_latency_cycles"]["value"] / FAR_MEDIAN - 1) < 0.03
+
+
+def test_report_and_figure_show_the_levels_and_why_not():
+    from gpudissect.plotting.l2 import plot_l2
+    from gpudissect.report.sections import l2_section
+
+    data = sweep(h100_parts, range(8, 73, 4), seed=12)
+    doc = analyse(data, provenance={"device": "synthetic"})
+    text = "\n".join(l2_section(doc, []))
+    l2 = doc["elements"]["l2"]
+    for key in ("hit_latency_cycles", "far_hit_latency_cycles", "miss_latency_cycles"):
+        assert f"**{l2[key]['value']:g} cycles**" in text
+    assert "[24 MiB, 28 MiB)" in text and "[48 MiB, 52 MiB)" in text
+    assert "between 24 MiB and 28 MiB" in text and "48 MiB and 52 MiB" in text
+    fig = plot_l2(data, doc)["l2_footprint"]
+    labels = {t.get_text().split()[0] for t in fig.axes[0].texts}
+    assert labels == {"near", "far", "dram"}
+
+    one = analyse(
+        sweep(lambda m: [(1.0, near)] if m <= 24 else [(1.0, dram)], range(8, 73, 4), seed=13),
+        provenance={"device": "synthetic"},
+    )
+    text = "\n".join(l2_section(one, []))
+    reason = one["elements"]["l2"]["far_hit_latency_cycles"]["undetermined"]
+    assert f"L2 hit latency (far partition): undetermined: {reason}" in text

@@ -1,12 +1,17 @@
-"""L2 footprint sweep: where latency steps up, and whether L2 hits come at two distances.
+"""L2 footprint sweep: where latency steps up, and the levels the L2 serves hits from.
 
 - Steps: change points (Opt + KS test, `changepoint.find_steps`) of the median per-access latency
   against footprint; each is reported with the footprints it lies between.
-- Near and far: the accesses of the footprints below the first step all hit in L2. If their
-  latencies fall into two well separated groups (Otsu's split of the 1-D distribution, then a
-  separation of at least `min_separation` robust (MAD) standard deviations and at least
-  `min_share` of the accesses on each side), the GPU serves L2 hits from two distances (a near
-  and a far partition); otherwise one L2 hit latency is reported.
+- Plateaus: the footprints between two steps. Where the sweep shows a near level, one far level
+  and a last (DRAM) level, separated by the margins `PartitionLevels` documents, the three are
+  read as Hopper's partitioned L2: data one SM uses is kept (replicated) in the near partition
+  while it fits there, then served by the far partition until the whole L2 is full, then by
+  DRAM. The first step then brackets the near partition's share, the last the L2 size.
+- Near and far by address: otherwise, the accesses of the footprints that fit all hit in L2. If
+  their latencies fall into two well separated groups (Otsu's split of the 1-D distribution,
+  then a separation of at least `min_separation` robust (MAD) standard deviations and at least
+  `min_share` of the accesses on each side), the GPU serves L2 hits from two distances;
+  otherwise one L2 hit latency is reported.
 """
 
 from __future__ import annotations
@@ -16,8 +21,9 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from .changepoint import find_steps
-from .misses import FirstMissDetector
+from .changepoint import Step, find_steps
+from .l2_levels import Levels, PartitionLevels, mib
+from .misses import FirstMiss, FirstMissDetector
 from .result import header, no_path_reason, quantity, undetermined
 
 
@@ -49,12 +55,28 @@ def _robust_sd(x: np.ndarray) -> float:
 
 
 def near_far(
-    hits: np.ndarray, *, min_separation: float = 4.0, min_share: float = 0.1
+    hits: np.ndarray, *, min_separation: float = 4.0, min_share: float = 0.1, max_peels: int = 3
 ) -> dict[str, Any]:
-    """Quantities for L2 hits: one latency, or near and far partition latencies."""
+    """Quantities for L2 hits: one latency, or near and far partition latencies.
+
+    Rare timing outliers (hundreds of cycles slow) can carry more between-group variance than
+    two real groups do, and Otsu then splits them off: an upper group under `min_share` of the
+    accesses is set aside as outliers and the rest split again (at most `max_peels` times).
+    """
+    all_hits, outliers = hits, 0
     threshold, explained = otsu_split(hits)
+    for _ in range(max_peels):
+        high = hits[hits > threshold]
+        if high.size == 0 or high.size >= min_share * hits.size:
+            break
+        hits, outliers = hits[hits <= threshold], outliers + high.size
+        threshold, explained = otsu_split(hits)
     low, high = hits[hits <= threshold], hits[hits > threshold]
-    method = "Otsu split of the L2-hit latencies of footprints that fit, separation test"
+    method = (
+        "Otsu split of the L2-hit latencies of footprints that fit, separation test (two hit "
+        "latencies by address, read as near and far partitions; an address-dependent distance "
+        "inside one partition would look the same)"
+    )
     share_far = high.size / hits.size
     if low.size and high.size:
         # robust spreads (MAD), so the tails of each group (timing outliers, a few misses) do
@@ -63,8 +85,9 @@ def near_far(
         separation = (np.median(high) - np.median(low)) / max(spread, 1.0)
     else:
         separation = 0.0
+    set_aside = f" ({outliers} slow outliers set aside first)" if outliers else ""
     evidence = (
-        f"{hits.size} accesses; split at {threshold:.0f} cycles explains "
+        f"{all_hits.size} accesses{set_aside}; split at {threshold:.0f} cycles explains "
         f"{explained:.0%} of the variance; groups {np.median(low) if low.size else 0:.0f}"
         f" / {np.median(high) if high.size else 0:.0f} cycles, separation "
         f"{separation:.1f} robust SD, far share {share_far:.0%}"
@@ -94,18 +117,245 @@ def near_far(
             ),
         }
     return {
-        "hit_latency_cycles": quantity(
-            float(np.median(hits)),
-            unit="cycles",
-            confidence=1.0 / (1.0 + float(np.std(hits)) / max(float(np.median(hits)), 1.0)),
-            method="median L2-hit latency",
-            evidence=evidence,
-        ),
+        "hit_latency_cycles": one_hit_level(all_hits, evidence, trimmed=hits),
         "far_hit_latency_cycles": undetermined(
             "L2 hits do not fall into two separated latency groups: one partition distance "
             f"({evidence})"
         ),
     }
+
+
+def one_hit_level(
+    hits: np.ndarray, evidence: str, *, trimmed: np.ndarray | None = None
+) -> dict[str, Any]:
+    """The median of the L2 hits as one latency (its confidence from the spread of the hits
+    without the slow outliers, `trimmed`)."""
+    t = hits if trimmed is None else trimmed
+    return quantity(
+        float(np.median(hits)),
+        unit="cycles",
+        confidence=1.0 / (1.0 + float(np.std(t)) / max(float(np.median(t)), 1.0)),
+        method="median L2-hit latency",
+        evidence=evidence,
+    )
+
+
+PARTITION_METHOD = (
+    "plateaus of median latency against footprint between change points (Opt + KS test), read "
+    "as Hopper's partitioned L2 (near partition, far partition, DRAM; the partition reading is "
+    "this project's, TPDS Sec. 4.6 is the paper's L2 section)"
+)
+ASSUMES = (
+    "assumes the last plateau is DRAM (the sweep reaches past the L2) and one L2 level between "
+    "the near hits and it"
+)
+
+
+def _bracket(step: Step, which: str, what: str, method: str, extra: str = "") -> dict[str, Any]:
+    lo, hi = int(step.x_before), int(step.x_after)
+    return quantity(
+        lo,
+        unit="bytes",
+        confidence=step.confidence,
+        method=method,
+        evidence=(
+            f"{which} step: median latency {step.level_before:.0f} -> {step.level_after:.0f} "
+            "cycles between "
+            f"{mib(lo)} and {mib(hi)}; {what} is in [{lo}, {hi}) bytes at this sweep's "
+            f"resolution" + extra
+        ),
+    ) | {"bracket_bytes": [lo, hi]}
+
+
+def partition_quantities(
+    lv: Levels, reader: PartitionLevels, stride_bytes: int, first_miss: FirstMiss | None
+) -> dict[str, Any]:
+    """hit, far and miss latencies, near and L2 sizes from a near/far/DRAM reading."""
+    near_c, last_c = lv.near_step.confidence, lv.last_step.confidence
+    margins = (
+        f"far p{reader.far_quantile * 100:.0f} {lv.far.q(reader.far_quantile):.0f} > near "
+        f"p{reader.near_quantile * 100:.0f} {lv.near.q(reader.near_quantile):.0f} cycles "
+        f"(nearly every access slower than a near hit); pooled far median {lv.far.q(0.5):.0f} < "
+        f"DRAM p25 {lv.dram.q(0.25):.0f} and pooled DRAM median {lv.dram.q(0.5):.0f} > far p75 "
+        f"{lv.far.q(0.75):.0f} cycles"
+    )
+    tlb = (
+        f"a TLB miss touches one access in page/{stride_bytes} per pass, so it could make such "
+        f"a plateau only with pages of at most {2 * stride_bytes} B"
+    )
+    transitions = "".join(f"; transition {t.describe()}" for t in lv.transitions)
+    ratio = lv.last_step.x_before / max(lv.near_step.x_before, 1)
+    early = ""
+    if first_miss is not None and first_miss.index < lv.near_step.index:
+        early = (
+            f"; accesses slower than near hits become significant from "
+            f"{mib(first_miss.x_after)} ({first_miss.miss_counts[first_miss.index]}/"
+            f"{first_miss.accesses[first_miss.index]} there)"
+        )
+    split = near_far(lv.near.samples).get("far_share")
+    near_split = (
+        f"; the near hits themselves split into two groups by address ({split['evidence']}): "
+        "one near level, the median of both"
+        if split
+        else ""
+    )
+    return {
+        "hit_latency_cycles": quantity(
+            lv.near.level_cycles,
+            unit="cycles",
+            confidence=near_c,
+            method=PARTITION_METHOD,
+            evidence=f"first plateau (near partition) {lv.near.describe()}" + near_split,
+        ),
+        "far_hit_latency_cycles": quantity(
+            lv.far.level_cycles,
+            unit="cycles",
+            confidence=min(near_c, last_c),
+            method=PARTITION_METHOD,
+            evidence=(
+                f"plateau before the last (far partition) {lv.far.describe()}; near "
+                f"{lv.near.describe()}; DRAM {lv.dram.describe()}"
+                f"; {margins}{transitions}; {ASSUMES}; {tlb}"
+            ),
+        ),
+        "miss_latency_cycles": quantity(
+            lv.dram.level_cycles,
+            unit="cycles",
+            confidence=last_c,
+            method=PARTITION_METHOD,
+            evidence=f"last plateau (DRAM) {lv.dram.describe()}; {ASSUMES}",
+        ),
+        "near_size_bytes": _bracket(
+            lv.near_step,
+            "first (near to far partition)",
+            "the footprint where the near partition stops holding the data",
+            PARTITION_METHOD,
+            early,
+        ),
+        "size_bytes": _bracket(
+            lv.last_step,
+            "last (far partition to DRAM)",
+            "the L2 size",
+            PARTITION_METHOD,
+            f"; {ratio:.2g} times the near size (two equal partitions that replicate "
+            "what fits in one predict 2)",
+        ),
+    }
+
+
+def first_miss_size(det: FirstMissDetector, sizes: np.ndarray) -> dict[str, Any]:
+    """The L2 size as the first footprint whose accesses miss (one L2 level)."""
+    hit = det.result
+    if not det.reference_ok:
+        return undetermined("the smallest footprints already miss")
+    if hit is None:
+        return undetermined(
+            f"no footprint up to {sizes[-1]} bytes misses more often than outliers explain"
+        )
+    return quantity(
+        int(hit.x_before),
+        unit="bytes",
+        confidence=hit.confidence,
+        method="first footprint whose accesses miss (binomial test against the outlier "
+        "rate of the smallest footprints)",
+        evidence=(
+            f"{hit.miss_counts[hit.index]}/{hit.accesses[hit.index]} accesses slower "
+            f"than {hit.threshold_cycles:.0f} cycles at {int(hit.x_after)} bytes; "
+            f"the size is in [{int(hit.x_before)}, {int(hit.x_after)}) at this "
+            "sweep's resolution"
+        ),
+    ) | {"bracket_bytes": [int(hit.x_before), int(hit.x_after)]}
+
+
+def one_level_quantities(
+    groups: list[np.ndarray],
+    sizes: np.ndarray,
+    steps: list[Step],
+    det: FirstMissDetector,
+    reader: PartitionLevels,
+) -> dict[str, Any]:
+    """No far level by footprint: L2 hits from the footprints that fit (split by Otsu where
+    they come at two distances), the L2 size from the first footprint that misses."""
+    # Pool only footprints before both the first step and the first significant misses: a
+    # footprint past a randomly replaced L2 misses on part of its accesses before the median
+    # moves, and those misses would make a second group.
+    fits = steps[0].index if steps else len(sizes)
+    if det.reference_ok and det.result is not None:
+        fits = min(fits, det.result.index)
+    if fits == 0:
+        l2 = {
+            "hit_latency_cycles": undetermined(
+                "latency already steps up after the smallest footprint; sweep smaller footprints"
+            ),
+            "far_hit_latency_cycles": undetermined(f"no far level by footprint: {reader.reason}"),
+        }
+    else:
+        pool = np.concatenate(groups[:fits])
+        l2 = near_far(pool)
+        far = l2["far_hit_latency_cycles"]
+        if far.get("value") is None:
+            l2["far_hit_latency_cycles"] = undetermined(
+                f"no far level by footprint: {reader.reason}; no two distances by address: "
+                + far["undetermined"]
+            )
+        elif len(reader.plateaus_) >= 3:
+            # A slower level past the hits shows in the sweep but fails the margins (blended
+            # with near hits, as at a stride that leaves near-hit sectors in every line): a
+            # split among the hits before it is then not the far partition (the H100's near
+            # hits themselves come at ~280 and ~315 cycles, by address).
+            split = l2["far_share"]["evidence"]
+            l2 = {
+                "hit_latency_cycles": one_hit_level(pool, f"two groups by address: {split}"),
+                "far_hit_latency_cycles": undetermined(
+                    f"no far level by footprint: {reader.reason}; the hits of the footprints "
+                    f"that fit split into two groups ({split}), but the sweep shows a slower "
+                    "level past them, so that split is not read as the far partition"
+                ),
+            }
+    l2["size_bytes"] = first_miss_size(det, sizes)
+    l2["near_size_bytes"] = undetermined(f"no far level by footprint: {reader.reason}")
+    hits = np.concatenate(groups[:fits]) if fits else reader.plateaus_[0].samples
+    l2["miss_latency_cycles"] = miss_latency(groups, sizes, steps, reader, hits)
+    return l2
+
+
+def miss_latency(
+    groups: list[np.ndarray],
+    sizes: np.ndarray,
+    steps: list[Step],
+    reader: PartitionLevels,
+    hits: np.ndarray,
+) -> dict[str, Any]:
+    """The median latency of the footprints past the last step that miss on nearly every
+    access (their p10 above the hits' p90, the margin of `PartitionLevels`): a footprint past a
+    randomly replaced L2, or one whose lines keep sectors that still hit, is a blend."""
+    if not steps:
+        return undetermined(f"no latency step between {sizes[0]} and {sizes[-1]} bytes")
+    top = float(np.quantile(hits, reader.near_quantile))
+    pq, qq = f"p{reader.far_quantile * 100:.0f}", f"p{reader.near_quantile * 100:.0f}"
+    past = range(steps[-1].index, len(sizes))
+    low = {i: float(np.quantile(groups[i], reader.far_quantile)) for i in past}
+    missing = [i for i in past if low[i] > top]
+    if not missing:
+        return undetermined(
+            f"no footprint past the last step ({mib(sizes[past[0]])}) misses on nearly every "
+            f"access: their {pq} ({', '.join(f'{v:.0f}' for v in low.values())} cycles) are "
+            f"not above the hits' {qq} of {top:.0f} cycles"
+        )
+    medians = [float(np.median(groups[i])) for i in missing]
+    return quantity(
+        float(np.median(medians)),
+        unit="cycles",
+        confidence=steps[-1].confidence,
+        method="median of the per-footprint median latencies past the last step (change "
+        "points, Opt + KS test) of the footprints that miss on nearly every access",
+        evidence=(
+            f"{len(missing)} of {len(past)} footprints from {mib(sizes[past[0]])} have their "
+            f"{pq} above the hits' {qq} of {top:.0f} cycles; their medians "
+            f"{min(medians):.0f}-{max(medians):.0f} cycles; assumes the largest footprints "
+            "miss the L2"
+        ),
+    )
 
 
 def analyse(
@@ -115,6 +365,7 @@ def analyse(
         return header("l2", provenance) | {
             "elements": {"l2": {"size_bytes": undetermined(no_path_reason(provenance))}},
             "steps": [],
+            "plateaus": [],
             "median_latency_by_footprint": {},
         }
     by = data.groupby("array_bytes")["latency_cycles"]
@@ -133,37 +384,20 @@ def analyse(
         }
         for s in steps
     ]
-    first = steps[0].index if steps else len(sizes)
-    if first == 0:
-        l2 = {
-            "hit_latency_cycles": undetermined(
-                "latency already steps up after the smallest footprint; sweep smaller footprints"
-            )
-        }
-    else:
-        l2 = near_far(np.concatenate(groups[:first]))
     det = FirstMissDetector().fit(sizes, groups)
-    hit = det.result
-    if not det.reference_ok:
-        l2["size_bytes"] = undetermined("the smallest footprints already miss")
-    elif hit is None:
-        l2["size_bytes"] = undetermined(
-            f"no footprint up to {sizes[-1]} bytes misses more often than outliers explain"
-        )
+    reader = PartitionLevels().fit(sizes, groups, steps)
+    lv = reader.levels
+    if lv is not None:
+        stride = int(data["stride_bytes"].iloc[0])
+        l2 = partition_quantities(lv, reader, stride, det.result if det.reference_ok else None)
+        roles = lv.roles()
     else:
-        l2["size_bytes"] = quantity(
-            int(hit.x_before),
-            unit="bytes",
-            confidence=hit.confidence,
-            method="first footprint whose accesses miss (binomial test against the outlier "
-            "rate of the smallest footprints)",
-            evidence=(
-                f"{hit.miss_counts[hit.index]}/{hit.accesses[hit.index]} accesses slower "
-                f"than {hit.threshold_cycles:.0f} cycles at {int(hit.x_after)} bytes; "
-                f"the size is in [{int(hit.x_before)}, {int(hit.x_after)}) at this "
-                "sweep's resolution"
-            ),
-        )
+        l2 = one_level_quantities(groups, sizes, steps, det, reader)
+        plats = reader.plateaus_
+        roles = [
+            (p, "hits" if i == 0 else "dram" if i == len(plats) - 1 else "level")
+            for i, p in enumerate(plats)
+        ]
     l2["latency_steps_bytes"] = (
         quantity(
             [int(s.x_before) for s in steps],
@@ -187,6 +421,7 @@ def analyse(
         "device_info": provenance.get("device_info", {}),
         "elements": {"l2": l2},
         "steps": step_list,
+        "plateaus": [p.as_dict(role) for p, role in roles],
         "median_latency_by_footprint": {
             str(int(n)): float(np.median(g)) for n, g in zip(sizes, groups, strict=True)
         },

@@ -1,4 +1,5 @@
-"""L2 footprint sweep figures: latency against footprint, per-access latency distribution."""
+"""L2 footprint sweep figures: latency against footprint with the levels the analysis read,
+and the per-access latency distribution of each plateau."""
 
 from __future__ import annotations
 
@@ -6,8 +7,18 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 import seaborn as sns
+from matplotlib.ticker import FuncFormatter
 
 from . import set_theme
+
+
+def _plateau_of(sizes: pd.Series, plateaus: list[dict]) -> pd.Series:
+    """The role of the plateau each footprint belongs to (from the result document)."""
+    role = pd.Series(pd.NA, index=sizes.index, dtype="object")
+    for p in plateaus:
+        inside = sizes.between(p["first_footprint_bytes"], p["last_footprint_bytes"])
+        role[inside] = p["role"]
+    return role
 
 
 def plot_l2(data: pd.DataFrame, doc: dict) -> dict:
@@ -25,16 +36,52 @@ def plot_l2(data: pd.DataFrame, doc: dict) -> dict:
     a.fill_between(x, s["p10"], s["p90"], alpha=0.25, label="10-90th percentile")
     for st in doc.get("steps", []):
         a.axvline(st["footprint_before_bytes"] / 2**20, ls="--", lw=1, color="k")
+    # the levels the analysis reports, each over the footprints of its plateau
+    plateaus = doc.get("plateaus", [])
+    for p in plateaus:
+        lo, hi = p["first_footprint_bytes"] / 2**20, p["last_footprint_bytes"] / 2**20
+        a.hlines(p["median_cycles"], lo, hi, colors="C3", lw=2)
+        a.annotate(
+            f"{p['role']} {p['median_cycles']:.0f}",
+            (lo, p["median_cycles"]),
+            textcoords="offset points",
+            xytext=(0, 6),
+            fontsize=8,
+            color="C3",
+        )
     a.set(
         xscale="log",
         xlabel="footprint (MiB)",
         ylabel="latency (cycles)",
         title="latency against footprint",
     )
+    plain = FuncFormatter(lambda v, _: f"{v:g}")
+    a.xaxis.set_major_formatter(plain)
+    a.xaxis.set_minor_formatter(plain)
     a.legend()
-    first = doc["steps"][0]["footprint_before_bytes"] if doc.get("steps") else None
-    fits = data if first is None else data[data["array_bytes"] <= first]
-    sns.histplot(fits["latency_cycles"], bins=80, ax=b)
-    b.set(xlabel="latency (cycles)", title="per-access latency, footprints that fit")
+    if plateaus:
+        shown = data.assign(plateau=_plateau_of(data["array_bytes"], plateaus))
+        # rare timing outliers (hundreds of cycles slow) would squeeze the levels to the left
+        lo = float(data["latency_cycles"].min())
+        hi = float(np.quantile(data["latency_cycles"], 0.995))
+        sns.histplot(
+            shown.dropna(subset=["plateau"]),
+            x="latency_cycles",
+            hue="plateau",
+            hue_order=list(dict.fromkeys(p["role"] for p in plateaus)),
+            bins=80,
+            binrange=(lo, max(hi, lo + 1)),
+            element="step",
+            ax=b,
+        )
+        b.set(
+            xlabel="latency (cycles)",
+            title="per-access latency by plateau (to the 99.5th percentile)",
+        )
+    else:
+        first = doc["steps"][0]["footprint_before_bytes"] if doc.get("steps") else None
+        fits = data if first is None else data[data["array_bytes"] <= first]
+        sns.histplot(fits["latency_cycles"], bins=80, ax=b)
+        b.set(xlabel="latency (cycles)", title="per-access latency, footprints that fit")
     fig.suptitle(f"{doc['device']}: L2 footprint sweep ({doc['path']} path)")
     return {"l2_footprint": fig}

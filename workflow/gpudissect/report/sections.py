@@ -125,21 +125,73 @@ def pchase_classic_section(doc: dict[str, Any], figures: list[str]) -> list[str]
     return lines
 
 
+def _mib(v: Any) -> str:
+    return f"{v / 2**20:g} MiB"
+
+
+def _cycles(v: Any) -> str:
+    return f"{v:g} cycles"
+
+
 def l2_section(doc: dict[str, Any], figures: list[str]) -> list[str]:
-    """L2 footprint sweep: latency steps and near/far partition latencies."""
+    """L2 footprint sweep: the latency levels (near and far partition, DRAM), the footprints
+    where latency steps up, and the sizes those steps bracket."""
     l2 = doc["elements"]["l2"]
     lines = [f"### L2 footprint sweep on the `{doc['path']}` path", ""]
-    for key, label in (
-        ("hit_latency_cycles", "L2 hit latency (near)"),
-        ("far_hit_latency_cycles", "L2 hit latency (far partition)"),
-        ("far_share", "share of lines in the far partition"),
-        ("latency_steps_bytes", "footprints where latency steps up"),
+    plateaus = doc.get("plateaus", [])
+    if plateaus:
+        lines += [
+            "| plateau | footprints | median | IQR | p10-p90 | accesses |",
+            "| --- | --- | --- | --- | --- | --- |",
+        ]
+        for p in plateaus:
+            lines.append(
+                f"| {p['role']} | {_mib(p['first_footprint_bytes'])} to "
+                f"{_mib(p['last_footprint_bytes'])} ({p['footprints']}) | "
+                f"{p['median_cycles']:g} | {p['p25_cycles']:g}-{p['p75_cycles']:g} | "
+                f"{p['p10_cycles']:g}-{p['p90_cycles']:g} | {p['accesses']} |"
+            )
+        lines.append("")
+    methods: list[str] = []
+    for key, label, unit_fmt in (
+        ("hit_latency_cycles", "L2 hit latency (near)", _cycles),
+        ("far_hit_latency_cycles", "L2 hit latency (far partition)", _cycles),
+        ("far_share", "share of lines in the far partition", str),
+        ("miss_latency_cycles", "DRAM (L2 miss) latency", _cycles),
+        ("near_size_bytes", "footprint the near partition holds", _mib),
+        ("size_bytes", "L2 size", _mib),
     ):
         q = l2.get(key)
         if q is None:
             continue
-        value = q.get("value")
-        text = f"undetermined: {q['undetermined']}" if value is None else f"**{value}**"
-        lines.append(f"- {label}: {text}" + (f" ({q['evidence']})" if value is not None else ""))
+        if q.get("value") is None:
+            lines.append(f"- {label}: undetermined: {q.get('undetermined')}")
+            continue
+        text = f"**{unit_fmt(q['value'])}**"
+        if q.get("bracket_bytes"):
+            lo, hi = q["bracket_bytes"]
+            text += f" (in [{_mib(lo)}, {_mib(hi)}) at the sweep's resolution)"
+        lines.append(f"- {label}: {text}, confidence {q.get('confidence', '—')}")
+        if q["method"] not in methods:
+            methods.append(q["method"])
+    steps = doc.get("steps", [])
+    if steps:
+        lines.append(
+            "- Latency steps up between "
+            + "; ".join(
+                f"{_mib(s['footprint_before_bytes'])} and {_mib(s['footprint_after_bytes'])} "
+                f"({s['median_before_cycles']:g} -> {s['median_after_cycles']:g} cycles)"
+                for s in steps
+            )
+            + "."
+        )
+    else:
+        q = l2.get("latency_steps_bytes", {})
+        lines.append(f"- Latency steps: {_fmt(q)}.")
+    if methods:
+        lines.append("- Methods: " + "; ".join(methods) + ".")
+    far = l2.get("far_hit_latency_cycles", {})
+    if far.get("value") is not None and "evidence" in far:
+        lines.append(f"- Far-partition evidence: {far['evidence']}.")
     lines.append("")
     return lines
