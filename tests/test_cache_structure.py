@@ -296,8 +296,9 @@ def test_report_shows_paper_column_only_for_paper_gpus(gtx560ti, unseen_a):
 @pytest.mark.gpu
 def test_gpu_stage1_l1_sane(tmp_path, nvcc):
     """On the GPU: stage 1 on the ca path finds an L1 at the lowest latency level with a
-    power-of-two sector of 32-128 bytes; every load followed the chain (the recorder checks the
-    returned indices against the chain and raises otherwise)."""
+    power-of-two sector of 32-128 bytes and a line of at least the sector; every load followed
+    the chain (the recorder checks the returned indices against the chain and raises
+    otherwise)."""
     from gpudissect.backends.cuda import CudaBackend
     from gpudissect.devices import detect_arch
     from gpudissect.kernels import compile_kernel
@@ -321,4 +322,6 @@ def test_gpu_stage1_l1_sane(tmp_path, nvcc):
     assert set(data["carveout_pct"]) == {0}
     assert 16384 <= (lv["size_bytes"]["value"] or 0) <= 262144
     assert lv["sector_bytes"]["value"] in (32, 64, 128)
+    line = lv["line_bytes"]["value"]  # the H100: 128 (32-byte sectors)
+    assert line in (32, 64, 128, 256) and line >= lv["sector_bytes"]["value"]
     assert 10 < lv["hit_latency_cycles"]["value"] < 200

@@ -364,15 +364,21 @@ def _line_walk(rec, params, path, level, finding, key) -> pd.DataFrame:
 def _line(rec, params, path, level, finding, first_bytes) -> int | None:
     """Capacity against stride: the walks `cache_line.locate_line` asks for, one at a time."""
     rows = pd.DataFrame({"phase": pd.Series(dtype=str)})
-    for _ in range(64):  # at most 4 walks per candidate; the candidates double up to the max
+    run_keys: set = set()
+    while True:  # at most 4 walks per candidate; the candidates double up to the max
         line = cl.level_line(
             rows, finding, first_bytes, path=path, max_line_bytes=params.max_line_bytes
         )
         if line.next_walk is None:
             return line.line_bytes
+        if line.next_walk in run_keys:
+            raise TraceError(
+                f"{path} level {level}: the line search asks again for walk {line.next_walk}; "
+                "its rows do not reach the rule (a bug in the sweep's columns)"
+            )
+        run_keys.add(line.next_walk)
         frame = _line_walk(rec, params, path, level, finding, line.next_walk)
         rows = frame if rows.empty else pd.concat([rows, frame])
-    return None
 
 
 def _run_level(rec, params, path, level, sweep, stride_bytes):
