@@ -8,6 +8,7 @@ hand. The analysis sees only the traces (and the stage-1 result): the profiles a
 
 import json
 
+import numpy as np
 import pytest
 
 from gpudissect.backends.sim import SimBackend
@@ -232,6 +233,55 @@ def test_unseen_plru_hash_and_sectors(unseen_c):
     assert _v(doc, "readonly", "policy") == "lru"
 
 
+def _stage1(profile, stage1):
+    """Run and analyse cache_stage1 alone on the sim backend."""
+    raw = {"devices": [{"name": "t", "backend": "sim"}], "experiments": {"cache_stage1": stage1}}
+    sec = validate(raw)["experiments"]["cache_stage1"]
+    fam = family("cache_stage1")
+    data = fam.run(
+        SimBackend(profile_path=profile, seed=3), fam.parse_params(sec, "s1"), device=_Device
+    )
+    return data, fam.analyse(data, provenance={"device": "t", "config": {"parameters": sec}})
+
+
+def test_unseen_random_sectored_l1_granule_cold_line_by_capacity():
+    # tests/data/unseen_d.yaml: 48 KiB of 128-byte lines in 32-byte sectors, XOR-hashed sets,
+    # random replacement (not LRU). The cold walk gives the sector; the line is the first
+    # candidate whose walk of 7/8 C / P elements fits (P = 32 and 64 overflow)
+    data, doc = _stage1("tests/data/unseen_d.yaml", _only("ca"))
+    l1 = doc["elements"]["l1d"]
+    assert l1["size_bytes"]["value"] == 49152
+    assert l1["sector_bytes"]["value"] == 32
+    assert l1["sector_bytes"]["method"].startswith("cold walk")
+    assert l1["line_bytes"]["value"] == 128
+    # the granule needed no warm walk; the line search ran 4 overflowing walks, one that fits
+    # and its check, each one launch (walks of at most 1344 elements, 4096 timed loads)
+    launches = data.groupby("phase")["point"].nunique()
+    assert "granule" not in launches
+    assert (launches["granule_cold"], launches["line"], launches["line_check"]) == (1, 5, 1)
+
+
+def test_a_level_the_copy_filled_gets_its_granule_from_the_warm_walk(monkeypatch):
+    # On a GPU the host copy of the chain passes through the L2, so a cold walk on the cg path
+    # hits; the sweep then falls back to TPDS's warm walks just past C. Simulated here by a
+    # copy engine that writes every chain through the L2 before the launch.
+    from gpudissect.sim import engine
+
+    class CopyThroughL2(engine.SimGPU):
+        def chase(self, path, chain, **kw):
+            self.fill("l2", kw["base_address_bytes"] + np.arange(len(chain)) * kw["element_bytes"])
+            return super().chase(path, chain, **kw)
+
+    monkeypatch.setattr(engine, "SimGPU", CopyThroughL2)
+    data, doc = _stage1("tests/data/unseen_c.yaml", _only("cg"))
+    l2 = doc["elements"]["l2"]  # 256 KiB, 32-byte lines, 16 ways, LRU
+    assert set(data["phase"]) >= {"granule_cold", "granule"}
+    assert l2["size_bytes"]["value"] == 262144
+    assert l2["sector_bytes"]["value"] == 32
+    assert "the cold walk saw no misses" in l2["sector_bytes"]["method"]
+    assert l2["line_bytes"]["value"] == 32
+
+
 def test_report_shows_paper_column_only_for_paper_gpus(gtx560ti, unseen_a):
     from gpudissect.report.sections_caches import caches_section
 
@@ -246,8 +296,9 @@ def test_report_shows_paper_column_only_for_paper_gpus(gtx560ti, unseen_a):
 @pytest.mark.gpu
 def test_gpu_stage1_l1_sane(tmp_path, nvcc):
     """On the GPU: stage 1 on the ca path finds an L1 at the lowest latency level with a
-    power-of-two sector of 32-128 bytes; every load followed the chain (the recorder checks the
-    returned indices against the chain and raises otherwise)."""
+    power-of-two sector of 32-128 bytes and a line of at least the sector; every load followed
+    the chain (the recorder checks the returned indices against the chain and raises
+    otherwise)."""
     from gpudissect.backends.cuda import CudaBackend
     from gpudissect.devices import detect_arch
     from gpudissect.kernels import compile_kernel
@@ -271,4 +322,6 @@ def test_gpu_stage1_l1_sane(tmp_path, nvcc):
     assert set(data["carveout_pct"]) == {0}
     assert 16384 <= (lv["size_bytes"]["value"] or 0) <= 262144
     assert lv["sector_bytes"]["value"] in (32, 64, 128)
+    line = lv["line_bytes"]["value"]  # the H100: 128 (32-byte sectors)
+    assert line in (32, 64, 128, 256) and line >= lv["sector_bytes"]["value"]
     assert 10 < lv["hit_latency_cycles"]["value"] < 200

@@ -1,8 +1,9 @@
 """Stage-1 rules (analysis.cache_levels) on synthetic data with answers derived by hand."""
 
 import numpy as np
+import pandas as pd
 
-from gpudissect.analysis.cache_levels import Classifier, line_test, miss_granule
+from gpudissect.analysis.cache_levels import Classifier, level_granule, miss_granule
 
 
 def test_granule_is_the_largest_power_of_two_dividing_the_misses():
@@ -31,14 +32,59 @@ def test_granule_needs_odd_multiples():
     assert g.granule_bytes == 4096  # the data alone bound it only this far: hence C + C/8
 
 
-def test_line_test_ratio():
-    c = Classifier(hit_latency_cycles=40, threshold_cycles=50, outlier_rate=0.001)
-    # control at stride 4 over 32 B granules: 1 of 8 accesses can miss; 40% of visits miss
-    control = np.where(np.arange(8000) % 8 == 0, np.where(np.arange(8000) % 16 == 0, 300, 40), 40)
-    # every line touched (ratio ~1): 50% of visits miss -> does not fit
-    t = line_test(np.tile([300, 40], 2000), control, c, candidate_bytes=32, granule_bytes=32)
-    assert not t.fits and abs(t.ratio - 1.0) < 0.05
-    # a third of the lines skipped: 5% of visits miss (ratio 0.1) -> fits
-    test = np.where(np.arange(4000) % 20 == 0, 300, 40)
-    t = line_test(test, control, c, candidate_bytes=32, granule_bytes=32)
-    assert t.fits and t.ratio < 0.2
+# --- cold granule walk, and the warm walk where the cold one shows nothing ------------------
+
+CLASSIFIER = Classifier(
+    hit_latency_cycles=50, threshold_cycles=60, outlier_rate=0.001, ceiling_cycles=400
+)
+
+
+def _rows(phase, array_bytes, addresses, latency):
+    n = len(addresses)
+    return pd.DataFrame(
+        {
+            "phase": [phase] * n,
+            "array_bytes": np.full(n, array_bytes),
+            "address_bytes": np.asarray(addresses),
+            "latency_cycles": np.asarray(latency),
+        }
+    )
+
+
+def _warm_rows_with_one_miss(c=221184):
+    # what the H100 L1 showed: one warm-up pass over C + 4 and C + C/8, then 2048 loads at
+    # stride 4 (the first 8 KiB): 1 slow access, at step 0
+    addr = np.arange(2048) * 4
+    lat = np.where(np.arange(2048) == 0, 300, 50)
+    return pd.concat([_rows("granule", n, addr, lat) for n in (c + 4, c + c // 8)])
+
+
+def test_cold_walk_gives_the_granule_of_a_cache_the_warm_walk_cannot_see():
+    # cold walk over 8 KiB at stride 4: the first access of every 32-byte sector misses (256
+    # misses, 128 of them at odd multiples of 32); those served by DRAM (700 cycles, above the
+    # miss band's ceiling) count too; plus a slow second record (launch effects) off the granule
+    addr = np.arange(2048) * 4
+    lat = np.where(addr % 32 == 0, np.where(addr % 64 == 0, 700, 300), 50)
+    lat[1] = 200
+    rows = pd.concat([_rows("granule_cold", 8192, addr, lat), _warm_rows_with_one_miss()])
+    g, phase = level_granule(rows, CLASSIFIER)
+    assert (g.granule_bytes, phase) == (32, "granule_cold")
+    assert g.misses == 257 and g.off_granule == 1 and g.odd_multiples == 128
+    # the warm walks alone decide nothing: 2 misses (< 16) over both arrays
+    g, phase = level_granule(_warm_rows_with_one_miss(), CLASSIFIER)
+    assert g.granule_bytes is None and phase is None and "only 2 misses" in g.reason
+
+
+def test_warm_walk_decides_where_the_copy_filled_the_level():
+    # the L2 of a GPU holds the chain the host just copied: the cold walk hits throughout;
+    # the warm walks just past C miss on the first access of each 64-byte sector that the
+    # cache lost (here every one of the first 8 KiB: 128 misses per array)
+    addr = np.arange(2048) * 4
+    cold = _rows("granule_cold", 8192, addr, np.full(2048, 50))
+    warm = pd.concat(
+        [_rows("granule", n, addr, np.where(addr % 64 == 0, 300, 50)) for n in (22282244, 25067520)]
+    )
+    g, phase = level_granule(pd.concat([cold, warm]), CLASSIFIER)
+    assert (g.granule_bytes, phase) == (64, "granule")
+    g, phase = level_granule(pd.concat([cold, _warm_rows_with_one_miss()]), CLASSIFIER)
+    assert g.granule_bytes is None and "in the cold walk" in g.reason and "only 2" in g.reason

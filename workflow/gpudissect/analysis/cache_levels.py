@@ -8,17 +8,21 @@ The rules, each applied to per-access latencies:
   before the first size whose slow accesses the timing-outlier rate cannot explain
   (`misses.FirstMissDetector`: binomial test). The sweep's resolution bounds C.
 - **Miss granule g** (TPDS step 2, "the distance between missing accesses"): at stride one
-  element (4 bytes) just past C, only the first access into a granule (a line, or a sector of a
-  sectored line) can miss; the others hit the granule just loaded. g is the largest power of
-  two that divides (nearly) all missed addresses. Two sizes are walked, C + 4 and C + C/8, so
-  that misses fall on odd multiples of g too (at C + 4 an LRU cache with bit-indexed sets misses
-  only in one set, whose lines lie a whole way apart).
-- **Line b, separate from the sector** (capacity against stride): a stride below b touches every
-  line, so an array of C + C/8 bytes overflows; a stride of 1.5 L (L = g, 2g, 4g, ...) skips a
-  third of the lines once L >= b, and the same array then fits in 3/4 of the cache. b is the
-  smallest L whose 1.5 L stride does not miss. Non-power-of-two strides keep bit-indexed sets
-  evenly used (a stride of 2 L would use half of the sets and miss again). On a cache without
-  sectors b = g; on a sectored one (Hopper L1: 128 B lines, 32 B sectors) b > g.
+  element (4 bytes) only the first access into a granule (a line, or a sector of a sectored line)
+  can miss; the others hit the granule just loaded. g is the largest power of two that divides
+  (nearly) all missed addresses, bounded by misses at its odd multiples. First a cold walk: a
+  fresh launch with no warm-up over 4 x `record_steps` bytes (the chain was just copied, so the
+  level holds none of it: GPU caches in front of the L2 start every launch empty), where every
+  granule misses once whatever the replacement policy. A level the copy fills (the L2 on a
+  GPU) shows no cold misses; then TPDS's warm walk decides: arrays of C + 4 and C + C/8 bytes
+  after one warm-up pass (at C + 4 an LRU cache with bit-indexed sets misses only in one set,
+  whose lines lie a whole way apart; hence C + C/8 too). A cache that keeps most of a slightly
+  too large array (the Hopper L1) hardly misses there: the cold walk is the one that works.
+- **Line b, separate from the sector** (capacity against stride, `analysis.cache_line`): the
+  count of elements that fit falls as C / s while the stride s is below the line and stops
+  falling at s = b. Walks of 7/8 C / P elements at strides 2P and 3P/2 for P = g, 2g, ...: b is
+  the smallest P at which one of them fits; on a cache without sectors b = g, on a sectored one
+  (Hopper L1: 128 B lines, 32 B sectors) b > g.
 - **Latencies**: the hit latency is the median of the accesses of the arrays that fit; the miss
   latency the median of the accesses classified as misses at the larger arrays; the miss
   penalty their difference.
@@ -31,15 +35,13 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from .misses import FirstMissDetector, binom_sf
+from . import cache_line
+from .misses import FirstMissDetector
 
 GRANULE_TOLERANCE = 0.05  # share of missed addresses allowed off the granule (outliers)
 MIN_GRANULE_MISSES = 16  # fewest classified misses the granule rule works with
-LINE_ALPHA = 0.01  # significance of "this stride still misses"
-# Below the line the per-visit miss shares of test and control agree (ratio ~1: the same lines
-# at the same load); once lines are skipped the ratio falls, to ~0.1 on hashed random caches
-# and 0.6 on an XOR-hashed 8-way L1 whose test pattern still overfills some sets.
-LINE_RATIO = 0.8
+CONST_LIMIT_BYTES = 65536  # constant memory holds at most 64 KiB: the const path's arrays
+DEFAULT_MAX_LINE_BYTES = 512  # the schema's default of cache_stage1.max_line_bytes
 
 
 @dataclass(frozen=True)
@@ -123,8 +125,25 @@ def locate_size(sizes_bytes, groups, *, alpha: float = 0.01) -> SizeFinding:
     return SizeFinding(int(r.x_before), int(r.x_after), None, classifier, det, sizes, groups)
 
 
+COLD_PHASE = "granule_cold"  # the cold stride-4 walk
+WARM_PHASE = "granule"  # TPDS's warm stride-4 walks just past C
+LINE_PHASE = "line"  # capacity against stride: the test walk of 7/8 C / P elements
+LINE_CHECK_PHASE = "line_check"  # and the check walk of 5/4 C / P elements
+
+
+def path_limit_bytes(path: str) -> int | None:
+    """Largest array a load path can address (constant memory: 64 KiB), or None."""
+    return CONST_LIMIT_BYTES if path == "const" else None
+
+
+def cold_granule_bytes(record_steps: int, limit_bytes: int | None = None) -> int:
+    """Array of the cold walk: one pass of `record_steps` loads at stride 4, within the limit."""
+    n = 4 * record_steps
+    return min(n, limit_bytes) if limit_bytes else n
+
+
 def granule_sizes(size_bytes: int) -> tuple[int, int]:
-    """The two array sizes the granule rule walks at stride 4: C + 4 and C + C/8."""
+    """The two array sizes the warm granule walk uses at stride 4: C + 4 and C + C/8."""
     return size_bytes + 4, size_bytes + max(4, (size_bytes // 8) // 4 * 4)
 
 
@@ -137,7 +156,9 @@ class GranuleFinding:
     reason: str | None
 
 
-def miss_granule(addresses_bytes: np.ndarray, missed: np.ndarray) -> GranuleFinding:
+def miss_granule(
+    addresses_bytes: np.ndarray, missed: np.ndarray, *, where: str = "just past the cache size"
+) -> GranuleFinding:
     """Largest power of two dividing all but a few missed addresses (see module docstring)."""
     addr = np.asarray(addresses_bytes, dtype=np.int64)[np.asarray(missed, dtype=bool)]
     n = int(addr.size)
@@ -147,7 +168,7 @@ def miss_granule(addresses_bytes: np.ndarray, missed: np.ndarray) -> GranuleFind
             n,
             0,
             0,
-            f"only {n} misses at stride 4 just past the cache size; need >= {MIN_GRANULE_MISSES}",
+            f"only {n} misses at stride 4 {where}; need >= {MIN_GRANULE_MISSES}",
         )
     g = 4
     while g < (1 << 24) and np.mean(addr % (2 * g) == 0) >= 1 - GRANULE_TOLERANCE:
@@ -156,71 +177,44 @@ def miss_granule(addresses_bytes: np.ndarray, missed: np.ndarray) -> GranuleFind
     odd = int(np.sum(addr % (2 * g) == g))
     if odd == 0:
         return GranuleFinding(
-            None, n, off, 0, f"every missed address is a multiple of {2 * g} bytes: no bound"
+            None,
+            n,
+            off,
+            0,
+            f"every missed address {where} is a multiple of {2 * g} bytes: no bound",
         )
     return GranuleFinding(g, n, off, odd, None)
 
 
-def line_test_size(size_bytes: int) -> int:
-    """The array size of the capacity-against-stride test: C + C/8 (4-byte aligned)."""
-    return size_bytes + max(4, (size_bytes // 8) // 4 * 4)
+def cold_granule(addresses_bytes, latency, classifier: Classifier) -> GranuleFinding:
+    """The granule from a cold walk: every slow access is a first touch, whatever level (L2,
+    DRAM, a TLB miss on top) served it, so slow accesses count, not only those of the miss
+    band."""
+    return miss_granule(addresses_bytes, classifier.slow(latency), where="in the cold walk")
 
 
-def line_candidates(granule_bytes: int, max_line_bytes: int) -> list[int]:
-    out, line = [], granule_bytes
-    while line <= max_line_bytes:
-        out.append(line)
-        line *= 2
-    return out
+def warm_granule(addresses_bytes, latency, classifier: Classifier) -> GranuleFinding:
+    """The granule from TPDS's warm walks just past C (misses in the level's miss band)."""
+    return miss_granule(addresses_bytes, classifier.miss(latency))
 
 
-def still_misses(latency: np.ndarray, classifier: Classifier, *, alpha: float = LINE_ALPHA):
-    """(misses, p-value, whether the misses exceed what the outlier rate explains)."""
-    lat = np.asarray(latency, dtype=np.float64)
-    k = int(np.sum(classifier.slow(lat)))
-    p = float(binom_sf(k - 1, lat.size, classifier.outlier_rate)) if k else 1.0
-    return k, p, p < alpha
-
-
-@dataclass(frozen=True)
-class LineTest:
-    line_bytes: int  # the candidate L
-    misses: int
-    accesses: int
-    p_value: float
-    ratio: float  # line-miss rate at stride 1.5 L over that of the stride-4 control
-    fits: bool
-    control_ok: bool
-
-
-def line_test(
-    test_latency: np.ndarray,
-    control_latency: np.ndarray,
-    classifier: Classifier,
-    *,
-    candidate_bytes: int,
-    granule_bytes: int,
-) -> LineTest:
-    """Does an array of C + C/8 bytes fit at stride 1.5 L (L = `candidate_bytes`)?
-
-    The control is the same array at stride 4 (the granule walk), where every line is touched
-    and a miss can only be the first access of a granule: its per-access miss share times
-    g / 4 is the share of granule visits that miss. At stride 1.5 L every access visits its
-    own granule, so under "L is below the line" (every line touched, the same load) the two
-    shares agree (ratio 1); when L reaches the line a third of the lines are skipped, the load
-    drops to 3/4 and the ratio falls well below 1 (to 0 for LRU). The array fits when the
-    test's misses are not significant or the ratio is below `LINE_RATIO`. Hash-indexed caches
-    miss a little even at 3/4 load (some sets still overflow); the ratio absorbs that.
-    """
-    k, p, significant = still_misses(test_latency, classifier)
-    ctrl = classifier.slow(control_latency)
-    k_ctrl = int(ctrl.sum())
-    control_ok = k_ctrl >= MIN_GRANULE_MISSES
-    share_test = k / max(len(test_latency), 1)
-    share_ctrl = k_ctrl / max(len(control_latency), 1) * granule_bytes / 4
-    ratio = share_test / share_ctrl if share_ctrl > 0 else float("inf")
-    fits = control_ok and (not significant or ratio < LINE_RATIO)
-    return LineTest(candidate_bytes, k, len(test_latency), p, ratio, fits, control_ok)
+def level_granule(df: pd.DataFrame, classifier: Classifier) -> tuple[GranuleFinding, str | None]:
+    """(granule, phase that decided it) from one level's rows: the cold walk, else the warm
+    walks (a level the copy filled shows no cold misses)."""
+    cold = df[df["phase"] == COLD_PHASE]
+    warm = df[df["phase"] == WARM_PHASE]
+    found = GranuleFinding(None, 0, 0, 0, "no stride-4 walk in the trace")
+    if len(cold):
+        found = cold_granule(cold["address_bytes"], cold["latency_cycles"], classifier)
+        if found.granule_bytes is not None:
+            return found, COLD_PHASE
+    if len(warm):
+        w = warm_granule(warm["address_bytes"], warm["latency_cycles"], classifier)
+        if w.granule_bytes is not None or not len(cold):
+            return w, WARM_PHASE if w.granule_bytes is not None else None
+        reason = f"{found.reason}; {w.reason}"
+        return GranuleFinding(None, w.misses, w.off_granule, w.odd_multiples, reason), None
+    return found, None
 
 
 def level_latencies(finding: SizeFinding) -> dict[str, float | int | None]:
@@ -269,15 +263,24 @@ SIZE_METHOD = (
     "size whose slow accesses the timing-outlier rate cannot explain (binomial test), refined "
     "inside its bracket"
 )
-GRANULE_METHOD = (
-    "stride 4 bytes at C + 4 and C + C/8 (TPDS step 2): largest power of two dividing "
-    f"{100 * (1 - GRANULE_TOLERANCE):g}% of the missed addresses"
-)
+GRANULE_METHOD = {
+    COLD_PHASE: (
+        "cold walk at stride 4 bytes (TPDS step 2, from an empty cache): largest power of two "
+        f"dividing {100 * (1 - GRANULE_TOLERANCE):g}% of the missed addresses"
+    ),
+    WARM_PHASE: (
+        "stride 4 bytes at C + 4 and C + C/8 after a warm-up pass (TPDS step 2; the cold walk "
+        f"saw no misses): largest power of two dividing {100 * (1 - GRANULE_TOLERANCE):g}% of "
+        "the missed addresses"
+    ),
+}
 LINE_METHOD = (
-    "capacity against stride: an array of C + C/8 bytes at stride 1.5 L overflows while L is "
-    "below the line (every line touched) and fits once L reaches it (a third of the lines "
-    "skipped, 3/4 load): the line is the smallest L whose misses are insignificant or below "
-    f"{LINE_RATIO:g} of those of the stride-4 control per granule visit"
+    "capacity against stride: at most C / min(s, b) elements fit at stride s, so a walk of "
+    f"{cache_line.LINE_FILL:g} C / P elements at stride 2P or 3P/2 overflows while P is below "
+    "the line and fits at P = b; the line is the smallest candidate P (from the miss granule up) "
+    "whose walk fits (misses insignificant, or below "
+    f"{cache_line.LINE_RATIO:g} of the miss share of {cache_line.LINE_CHECK:g} C / P elements "
+    "at the same stride, which must overflow)"
 )
 
 
@@ -285,8 +288,11 @@ def _element(path: str, level: int) -> str:
     return ELEMENTS.get((path, level), f"{path}_level{level}")
 
 
-def analyse_level(df: pd.DataFrame) -> dict:
-    """Quantities of one (path, level) from its rows (phases size, granule, line)."""
+def analyse_level(
+    df: pd.DataFrame, *, path: str = "", max_line_bytes: int = DEFAULT_MAX_LINE_BYTES
+) -> dict:
+    """Quantities of one (path, level) from its rows (phases size, granule_cold, granule, line,
+    line_check); `max_line_bytes`: the largest candidate line the sweep tried."""
     from .result import quantity, undetermined
 
     size_rows = df[df["phase"] == "size"]
@@ -355,78 +361,101 @@ def analyse_level(df: pd.DataFrame) -> dict:
             method="miss latency minus hit latency",
             evidence=ev,
         )
-    grain = df[df["phase"] == "granule"]
-    g = (
-        miss_granule(
-            grain["address_bytes"].to_numpy(), finding.classifier.miss(grain["latency_cycles"])
-        )
-        if len(grain)
-        else GranuleFinding(None, 0, 0, 0, "no stride-4 walk in the trace")
-    )
+    g, phase = level_granule(df, finding.classifier)
     if g.granule_bytes is None:
         out["sector_bytes"] = undetermined(g.reason)
-        out["line_bytes"] = undetermined(f"needs the miss granule: {g.reason}")
-        return out
-    out["sector_bytes"] = quantity(
-        g.granule_bytes,
-        unit="bytes",
-        confidence=1.0 - g.off_granule / g.misses,
-        method=GRANULE_METHOD,
-        evidence=(
-            f"{g.misses} misses at arrays of {sorted(grain['array_bytes'].unique().tolist())} B; "
-            f"{g.misses - g.off_granule} on multiples of {g.granule_bytes} B, {g.odd_multiples} "
-            f"on odd multiples; {g.off_granule} elsewhere (outliers)"
-        ),
+    else:
+        arrays = sorted(df[df["phase"] == phase]["array_bytes"].unique().tolist())
+        out["sector_bytes"] = quantity(
+            g.granule_bytes,
+            unit="bytes",
+            confidence=1.0 - g.off_granule / g.misses,
+            method=GRANULE_METHOD[phase],
+            evidence=(
+                f"{g.misses} misses at arrays of {arrays} B; {g.misses - g.off_granule} on "
+                f"multiples of {g.granule_bytes} B, {g.odd_multiples} on odd multiples; "
+                f"{g.off_granule} elsewhere (outliers)"
+            ),
+        )
+    first = g.granule_bytes or stride
+    out["line_bytes"] = _line_quantity(
+        df,
+        finding,
+        first,
+        from_granule=g.granule_bytes is not None,
+        path=path,
+        max_line_bytes=max_line_bytes,
     )
-    out["line_bytes"] = _line_quantity(df[df["phase"] == "line"], grain, g.granule_bytes, finding)
     return out
 
 
-def _line_quantity(rows: pd.DataFrame, grain: pd.DataFrame, granule: int, finding) -> dict:
+def line_walks(
+    df: pd.DataFrame, classifier: Classifier
+) -> dict[cache_line.WalkKey, cache_line.LineWalk]:
+    """The capacity-against-stride walks of one level's rows, pooled over their windows."""
+    rows = df[df["phase"].isin([LINE_PHASE, LINE_CHECK_PHASE])]
+    out: dict[cache_line.WalkKey, cache_line.LineWalk] = {}
+    if rows.empty:
+        return out
+    keys = ["line_candidate_bytes", "stride_bytes", "phase"]
+    for (p, s, phase), grp in rows.groupby(keys, sort=True):
+        check = phase == LINE_CHECK_PHASE
+        out[(int(p), int(s), check)] = cache_line.line_walk(
+            classifier.slow(grp["latency_cycles"]),
+            outlier_rate=classifier.outlier_rate,
+            candidate_bytes=int(p),
+            stride_bytes=int(s),
+            check=check,
+            elements=int(grp["array_bytes"].iloc[0]) // int(s),
+        )
+    return out
+
+
+def level_line(
+    df: pd.DataFrame, finding: SizeFinding, first_bytes: int, *, path: str, max_line_bytes: int
+) -> cache_line.LineFinding:
+    """The line rule (`analysis.cache_line`) over one level's line walks."""
+    limit = path_limit_bytes(path)
+    return cache_line.locate_line(
+        line_walks(df, finding.classifier),
+        size_bytes=finding.size_bytes,
+        first_bytes=first_bytes,
+        max_line_bytes=max_line_bytes,
+        runnable=lambda n, s: limit is None or n * s <= limit,
+    )
+
+
+def _line_quantity(df, finding, first, *, from_granule, path, max_line_bytes) -> dict:
     from .result import quantity, undetermined
 
-    if rows.empty:
-        return undetermined(
-            "no capacity-against-stride walk in the trace (the test array would exceed the "
-            "path's address limit)"
+    line = level_line(df, finding, first, path=path, max_line_bytes=max_line_bytes)
+    if line.line_bytes is None:
+        return undetermined(f"capacity against stride: {line.reason}")
+    c, b, s = finding.size_bytes, line.line_bytes, line.stride_bytes
+    lo = cache_line.walk_elements(c, b, check=False)
+    hi = cache_line.walk_elements(c, b, check=True)
+    start = (
+        f"candidates from the miss granule {first} B"
+        if from_granule
+        else f"candidates from the size search's stride {first} B (no miss granule: assumes the "
+        "line is at least that stride)"
+    )
+    if line.checked:
+        count = (
+            f"between {lo} and {hi} elements fit: C / count in ({c / hi:.0f}, {c / lo:.0f}] B per "
+            "element"
         )
-    n_test = int(rows["array_bytes"].iloc[0])
-    control = grain[grain["array_bytes"] == n_test]["latency_cycles"].to_numpy()
-    n_control = int(np.sum(finding.classifier.slow(control)))
-    tried = []
-    for stride, grp in rows.groupby("stride_bytes", sort=True):
-        line = int(stride) * 2 // 3
-        t = line_test(
-            grp["latency_cycles"].to_numpy(),
-            control,
-            finding.classifier,
-            candidate_bytes=line,
-            granule_bytes=granule,
-        )
-        tried.append(
-            f"stride {int(stride)} B (L={line}): {t.misses}/{t.accesses} slow, p={t.p_value:.2g}, "
-            f"ratio to the control {t.ratio:.2f}"
-        )
-        if not t.control_ok:
-            return undetermined(
-                f"the stride-4 control at {n_test} B has fewer than {MIN_GRANULE_MISSES} misses: "
-                "the test array does not overflow the cache"
-            )
-        if t.fits:
-            return quantity(
-                line,
-                unit="bytes",
-                confidence=float(np.clip(1.0 - 2.0 * min(t.ratio, 0.5), 0.0, 1.0)),
-                method=LINE_METHOD,
-                evidence=(
-                    f"array {n_test} B, control: stride 4 ({n_control}/{control.size} slow); "
-                    + "; ".join(tried)
-                    + f"; miss granule {granule} B"
-                ),
-            )
-    return undetermined(
-        "every stride tried still misses (" + "; ".join(tried) + "): the line is longer than "
-        "the largest tried, or the set mapping defeats the test"
+    else:
+        count = f"at least {lo} elements fit: C / count <= {c / lo:.0f} B per element"
+    return quantity(
+        b,
+        unit="bytes",
+        confidence=line.confidence * (1.0 if from_granule else 0.5),
+        method=LINE_METHOD,
+        evidence=(
+            f"C = {c} B; {start}; " + "; ".join(line.log) + f"; so at stride {s} B {count}, not "
+            f"the {s} B of a line longer than the stride"
+        ),
     )
 
 
@@ -444,7 +473,9 @@ def analyse(data: pd.DataFrame, *, provenance: dict, inputs: dict | None = None)
             continue
         levels = []
         for level, df in rows.groupby("level", sort=True):
-            q = analyse_level(df)
+            q = analyse_level(
+                df, path=path, max_line_bytes=params.get("max_line_bytes", DEFAULT_MAX_LINE_BYTES)
+            )
             levels.append({"level": int(level), "element": _element(path, int(level))} | q)
         paths[path] = {"measured": True, "levels": levels}
     _name_by_latency_level(paths)

@@ -8,9 +8,18 @@ found with the same analysis functions the analysis uses, so every launch is in 
 1. `size`: a coarse grid of array sizes at a small stride (one warm-up pass, then
    `record_steps` timed loads), refined inside the bracket of the first miss until the bracket
    is `size_resolution_bytes` wide (at most `refine_points` sizes per round).
-2. `granule`: arrays of C + 4 and C + C/8 bytes at stride 4 (one element, TPDS step 2).
-3. `line`: an array of C + C/8 bytes at strides 1.5 L for L = g, 2g, ... up to
-   `max_line_bytes`, stopping at the first L that fits.
+2. `granule_cold`: one launch with no warm-up, timing one pass at stride 4 over 4 x
+   `record_steps` bytes (the level starts the launch empty: every granule misses once). Only
+   where it shows no granule (a level the host copy filled: a GPU's L2), TPDS's warm walk,
+   `granule`: arrays of C + 4 and C + C/8 bytes at stride 4 after one warm-up pass.
+3. `line` and `line_check`: capacity against stride (`analysis.cache_line`): for P = g, 2g, ...
+   up to `max_line_bytes`, walks of 7/8 C / P elements at stride 2P, then 3P/2, until one fits;
+   a walk of 5/4 C / P elements at the same stride confirms (it must overflow) and calibrates
+   walks with a few misses. Each walk starts one warm-up pass before its timed window; walks
+   longer than `record_steps` are timed in up to `line_windows` windows spread over the pass
+   (a walk that already overflows stops at the first window that shows it). On a cache of
+   b-byte lines in g-byte sectors that is 2 log2(b/g) + 2 walks, one more where the line
+   crowds stride 2b (bit-indexed sets), one more per walk with few but significant misses.
 
 A second level on a path (the constant L1.5 behind the constant L1) is searched at a stride of
 at least the first level's line, so that every access misses the first level.
@@ -27,6 +36,7 @@ import pandas as pd
 import pyarrow as pa
 
 from ..analysis import cache_levels as cl
+from ..analysis import cache_line
 from ..backends.base import Backend, ChaseWork
 from ..config import DeviceEntry, SizeRange, check_stride_and_sizes
 from ..exceptions import ConfigError, TraceError
@@ -38,18 +48,19 @@ NAME = "cache_stage1"
 KERNELS = ("pchase",)
 PATHS = ("ca", "cg", "nc", "tex", "const")
 NO_CARVEOUT = -1
-CONST_LIMIT_BYTES = 65536  # constant memory holds at most 64 KiB
+CONST_LIMIT_BYTES = cl.CONST_LIMIT_BYTES
 
 SCHEMA = pa.schema(
     [
         pa.field("point", pa.int32()),
         pa.field("path", pa.string()),
         pa.field("level", pa.int8()),
-        pa.field("phase", pa.string()),  # size | granule | line
+        pa.field("phase", pa.string()),  # size | granule_cold | granule | line | line_check
         pa.field("carveout_pct", pa.int16()),  # -1: the backend has no carveout
         pa.field("shared_buffer_bytes", pa.int32()),
         pa.field("array_bytes", pa.int64()),
         pa.field("stride_bytes", pa.int32()),
+        pa.field("line_candidate_bytes", pa.int32()),  # line phases: the candidate P; else 0
         pa.field("step", pa.int32()),
         pa.field("address_bytes", pa.int64()),  # byte offset the timed load read
         pa.field("index", pa.uint32()),  # the value it returned (next element)
@@ -81,6 +92,7 @@ class Stage1Params:
     shared_buffer_bytes: int
     refine_points: int
     max_line_bytes: int
+    line_windows: int
     paths: tuple[PathSweep, ...]
 
 
@@ -119,6 +131,7 @@ def parse_params(section: dict, key: str) -> Stage1Params:
         shared_buffer_bytes=section["shared_buffer_bytes"],
         refine_points=section["refine_points"],
         max_line_bytes=section["max_line_bytes"],
+        line_windows=section["line_windows"],
         paths=tuple(paths),
     )
 
@@ -213,30 +226,57 @@ class ChaseRecorder:
         return frame
 
 
-def _stride_chase(rec, path, level, phase, array_bytes, stride_bytes, record_steps):
-    chain = stride_chain(array_bytes=array_bytes, stride_bytes=stride_bytes)
+def _walk(
+    rec,
+    *,
+    path,
+    level,
+    phase,
+    chain,
+    stride_bytes,
+    warmup_steps,
+    record_steps,
+    start_index=0,
+    candidate_bytes=0,
+):
+    """One launch over `chain` (an array of len(chain) elements), recorded with its columns."""
     return rec.chase(
         path=path,
         chain=chain,
-        warmup_steps=chain_pass_steps(array_bytes=array_bytes, stride_bytes=stride_bytes),
+        warmup_steps=warmup_steps,
         record_steps=record_steps,
+        start_index=start_index,
         columns={
             "path": path,
             "level": np.int8(level),
             "phase": phase,
-            "array_bytes": np.int64(array_bytes),
+            "array_bytes": np.int64(4 * len(chain)),
             "stride_bytes": np.int32(stride_bytes),
+            "line_candidate_bytes": np.int32(candidate_bytes),
         },
     )
 
 
-def _run_level(rec, params, path, level, sweep, stride_bytes):
-    """One level's three phases; returns its line size (or granule) for the next level."""
-    steps = params.record_steps
+def _stride_chase(rec, path, level, phase, array_bytes, stride_bytes, record_steps):
+    """TPDS's protocol: one untimed pass over the array from element 0, then timed loads."""
+    return _walk(
+        rec,
+        path=path,
+        level=level,
+        phase=phase,
+        chain=stride_chain(array_bytes=array_bytes, stride_bytes=stride_bytes),
+        stride_bytes=stride_bytes,
+        warmup_steps=chain_pass_steps(array_bytes=array_bytes, stride_bytes=stride_bytes),
+        record_steps=record_steps,
+    )
+
+
+def _size(rec, params, path, level, sweep, stride_bytes) -> cl.SizeFinding:
+    """Coarse grid, then refinement inside the bracket of the first miss."""
     latencies: dict[int, np.ndarray] = {}
 
     def size_point(n: int) -> None:
-        frame = _stride_chase(rec, path, level, "size", n, stride_bytes, steps)
+        frame = _stride_chase(rec, path, level, "size", n, stride_bytes, params.record_steps)
         latencies[n] = frame["latency_cycles"].to_numpy(np.float64)
 
     for n in sweep.array_bytes.sizes():
@@ -254,42 +294,105 @@ def _run_level(rec, params, path, level, sweep, stride_bytes):
         for n in new:
             size_point(n)
         finding = cl.locate_size(list(latencies), list(latencies.values()))
+    return finding
+
+
+def _granule(rec, params, path, level, finding) -> pd.DataFrame:
+    """The cold stride-4 walk; TPDS's warm walks just past C only where it shows no granule
+    (a level the copy of the chain filled: the L2 of a GPU)."""
+    steps = params.record_steps
+    limit = cl.path_limit_bytes(path)
+    n = cl.cold_granule_bytes(steps, limit)
+    cold = _walk(
+        rec,
+        path=path,
+        level=level,
+        phase=cl.COLD_PHASE,
+        chain=stride_chain(array_bytes=n, stride_bytes=4),
+        stride_bytes=4,
+        warmup_steps=0,
+        record_steps=n // 4,
+    )
+    g = cl.cold_granule(cold["address_bytes"], cold["latency_cycles"], finding.classifier)
+    if g.granule_bytes is not None:
+        return cold
+    warm = [
+        _stride_chase(rec, path, level, cl.WARM_PHASE, size, 4, steps)
+        for size in cl.granule_sizes(finding.size_bytes)
+        if limit is None or size <= limit
+    ]
+    return pd.concat([cold, *warm])
+
+
+def _line_walk(rec, params, path, level, finding, key) -> pd.DataFrame:
+    """One capacity-against-stride walk, timed in windows over one pass; a test walk stops at
+    the first window after which it overflows (`cache_line.LineWalk.overflows`)."""
+    p, s, check = key
+    n = cache_line.walk_elements(finding.size_bytes, p, check=check)
+    chain = stride_chain(array_bytes=n * s, stride_bytes=s)
+    frames = []
+    for first in cache_line.windows(n, params.record_steps, params.line_windows):
+        frames.append(
+            _walk(
+                rec,
+                path=path,
+                level=level,
+                phase=cl.LINE_CHECK_PHASE if check else cl.LINE_PHASE,
+                chain=chain,
+                stride_bytes=s,
+                warmup_steps=n,  # one pass, from the window's first element back to it
+                record_steps=params.record_steps,
+                start_index=first * (s // 4),
+                candidate_bytes=p,
+            )
+        )
+        if not check:
+            slow = finding.classifier.slow(pd.concat(frames)["latency_cycles"])
+            walk = cache_line.line_walk(
+                slow,
+                outlier_rate=finding.classifier.outlier_rate,
+                candidate_bytes=p,
+                stride_bytes=s,
+                check=check,
+                elements=n,
+            )
+            if walk.overflows:
+                break
+    return pd.concat(frames)
+
+
+def _line(rec, params, path, level, finding, first_bytes) -> int | None:
+    """Capacity against stride: the walks `cache_line.locate_line` asks for, one at a time."""
+    rows = pd.DataFrame({"phase": pd.Series(dtype=str)})
+    run_keys: set = set()
+    while True:  # at most 4 walks per candidate; the candidates double up to the max
+        line = cl.level_line(
+            rows, finding, first_bytes, path=path, max_line_bytes=params.max_line_bytes
+        )
+        if line.next_walk is None:
+            return line.line_bytes
+        if line.next_walk in run_keys:
+            raise TraceError(
+                f"{path} level {level}: the line search asks again for walk {line.next_walk}; "
+                "its rows do not reach the rule (a bug in the sweep's columns)"
+            )
+        run_keys.add(line.next_walk)
+        frame = _line_walk(rec, params, path, level, finding, line.next_walk)
+        rows = frame if rows.empty else pd.concat([rows, frame])
+
+
+def _run_level(rec, params, path, level, sweep, stride_bytes):
+    """One level's phases; returns its line size (or granule) for the next level."""
+    finding = _size(rec, params, path, level, sweep, stride_bytes)
     if finding.size_bytes is None:
         log.info("%s level %d: size undetermined (%s)", path, level, finding.reason)
         return None
-    c = finding.size_bytes
-    limit = CONST_LIMIT_BYTES if path == "const" else None
-    grain_frames = [
-        _stride_chase(rec, path, level, "granule", n, 4, steps)
-        for n in cl.granule_sizes(c)
-        if limit is None or n <= limit
-    ]
-    grain = pd.concat(grain_frames)
-    g = cl.miss_granule(
-        grain["address_bytes"].to_numpy(), finding.classifier.miss(grain["latency_cycles"])
-    )
+    grain = _granule(rec, params, path, level, finding)
+    g, _ = cl.level_granule(grain, finding.classifier)
     if g.granule_bytes is None:
         log.info("%s level %d: granule undetermined (%s)", path, level, g.reason)
-        return None
-    n_test = cl.line_test_size(c)
-    control = grain[grain["array_bytes"] == n_test]["latency_cycles"].to_numpy()
-    if control.size == 0:
-        return g.granule_bytes
-    for line in cl.line_candidates(g.granule_bytes, params.max_line_bytes):
-        stride = 3 * line // 2
-        if stride > n_test:
-            break
-        frame = _stride_chase(rec, path, level, "line", n_test, stride, steps)
-        test = cl.line_test(
-            frame["latency_cycles"].to_numpy(),
-            control,
-            finding.classifier,
-            candidate_bytes=line,
-            granule_bytes=g.granule_bytes,
-        )
-        if test.fits or not test.control_ok:
-            return line
-    return g.granule_bytes
+    line = _line(rec, params, path, level, finding, g.granule_bytes or stride_bytes)
+    return line or g.granule_bytes
 
 
 def run(
