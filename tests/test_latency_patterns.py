@@ -113,6 +113,47 @@ def test_design_with_eight_byte_elements_caps_the_pages():
     assert work.element_bytes == 8 and work.sparse_next.dtype == np.uint64
 
 
+def test_hit_lines_make_p1_a_cycle_over_fresh_lines_the_classifier_reads_as_p1():
+    # H100-like: 32 MiB pages (16 MiB L1-TLB units), 16 / 64 entries; 16 hit lines
+    section = default_section("latency_patterns") | {
+        "element_bytes": 8,
+        "revisit_all_rounds": 1,
+        "revisit_some_rounds": 2,
+        "hit_lines": 16,
+    }
+    sweep = latency_patterns.parse_params(section, "lp")
+    t = _translation(32 * MIB, 16, 64, None)
+    plan = latency_patterns.design(t, sweep)
+    assert len(np.unique(plan.positions)) == len(plan.positions)
+    assert plan.cycle_length == 16
+    cycle = plan.positions[-16:] * 8
+    fresh = np.array([p for p, ph in zip(plan.positions, plan.phases) if ph == "fresh_lines"])
+    # one more element of each of the last 16 fresh lines: 16 lines, 4 pages
+    assert np.array_equal(cycle, fresh[-16:] * 8 + 8)
+    assert len(np.unique(cycle // 128)) == 16 and len(np.unique(cycle // (32 * MIB))) == 4
+    positions, _ = plan.visit(len(plan.positions) + 32)
+    out = lp.classify(
+        positions * 2,  # the trace's position is the byte address / 4
+        page_bytes=16 * MIB,
+        l2_page_bytes=32 * MIB,
+        l1_entries=16,
+        l2_entries=64,
+        window_bytes=None,
+    )
+    assert set(out[-48:]) == {"P1"}  # the cycle and its repeats
+    # the default (TPDS): the elements of one sector
+    plan1 = latency_patterns.design(
+        t, latency_patterns.parse_params(section | {"hit_lines": 1}, "lp")
+    )
+    assert plan1.cycle_length == 4 and len(np.unique(plan1.positions[-4:] * 8 // 32)) == 1
+
+
+def test_parse_params_refuses_more_hit_lines_than_fresh_rounds():
+    section = default_section("latency_patterns") | {"hit_lines": 17, "fresh_line_rounds": 16}
+    with pytest.raises(ConfigError, match="hit_lines: 17"):
+        latency_patterns.parse_params(section, "lp")
+
+
 def test_parse_params_refuses_rounds_an_eight_byte_sector_cannot_hold():
     section = default_section("latency_patterns") | {"element_bytes": 8}  # 3 + 3 rounds
     with pytest.raises(ConfigError, match="element_bytes 8"):

@@ -17,7 +17,11 @@ sizes, the chain's page is the larger, so that every page is a unit of both; at 
    misses, L2-TLB hits (P2; the first round still misses the L2 TLB).
 4. fresh lines: `fresh_line_rounds` rounds over H <= 4 pages, a new line each time: data
    misses with L1-TLB hits (P4; the first round misses the L1 TLB).
-5. same line: a cycle over the 8 elements of one sector (P1), `same_line_accesses` times.
+5. hits: a terminal cycle of `same_line_accesses` loads (P1): over the elements of one sector
+   where `hit_lines` is 1 (TPDS), else over one more element of each of the last `hit_lines`
+   fresh lines, so that P1 is read over as many lines (and L2 slices) as the other patterns.
+
+Every launch prefers the L1/shared carveout `carveout_pct` (GPU only; null: the driver's choice).
 
 The analysis does not use this plan: it classifies every access from the recorded addresses
 (first touches, page and sector reuse, windows) with the capacities measured by `tlbs`.
@@ -73,6 +77,8 @@ class LatencyPatternsSweep:
     revisit_some_rounds: int
     fresh_line_rounds: int
     same_line_accesses: int
+    hit_lines: int
+    carveout_pct: int | None
     fallback_page_bytes: int
     fallback_l1_tlb_entries: int
     fallback_l2_tlb_entries: int
@@ -90,6 +96,8 @@ def parse_params(section: dict, key: str) -> LatencyPatternsSweep:
         revisit_some_rounds=section["revisit_some_rounds"],
         fresh_line_rounds=section["fresh_line_rounds"],
         same_line_accesses=section["same_line_accesses"],
+        hit_lines=section["hit_lines"],
+        carveout_pct=section["carveout_pct"],
         fallback_page_bytes=section["fallback_page_bytes"],
         fallback_l1_tlb_entries=section["fallback_l1_tlb_entries"],
         fallback_l2_tlb_entries=section["fallback_l2_tlb_entries"],
@@ -102,6 +110,11 @@ def parse_params(section: dict, key: str) -> LatencyPatternsSweep:
             f"{sweep.revisit_all_rounds + sweep.revisit_some_rounds}; allowed: at most "
             f"{per_sector - 1} with element_bytes {sweep.element_bytes} (each round reads "
             "another element of a 32-byte sector)"
+        )
+    if sweep.hit_lines > 1 and sweep.hit_lines > sweep.fresh_line_rounds:
+        raise ConfigError(
+            f"{key}.hit_lines: {sweep.hit_lines}; allowed: 1 (one sector) or at most "
+            f"fresh_line_rounds ({sweep.fresh_line_rounds}): the cycle re-reads fresh lines"
         )
     if sweep.element_bytes == 4 and sweep.max_array_bytes // 4 >= 2**32:
         raise ConfigError(
@@ -220,16 +233,24 @@ def design(t: Translation, sweep: LatencyPatternsSweep) -> Plan:
     for r in range(sweep.fresh_line_rounds):
         for i in range(h):
             add(i * page + (half + r % half) * 128, "fresh_lines")
-    same = (half + sweep.fresh_line_rounds % half) * 128  # a line no other phase reads
-    for e in range(SECTOR_BYTES // eb):
-        add(same + e * eb, "same_line")
+    fresh = [seq[i] * eb for i, ph in enumerate(phases) if ph == "fresh_lines"]
+    if sweep.hit_lines > 1 and len(fresh) >= sweep.hit_lines:
+        # one more element of each of the last fresh lines: data hits in L1-TLB-resident pages
+        for a in fresh[-sweep.hit_lines :]:
+            add(a + eb, "same_line")
+        cycle = sweep.hit_lines
+    else:
+        same = (half + sweep.fresh_line_rounds % half) * 128  # a line no other phase reads
+        for e in range(SECTOR_BYTES // eb):
+            add(same + e * eb, "same_line")
+        cycle = SECTOR_BYTES // eb
     positions = np.asarray(seq, dtype=np.int64)
     if len(np.unique(positions)) != len(positions):
         raise ConfigError(
             f"the latency-pattern chain revisits an element (page {page} bytes too small for "
             "the rounds configured); use fewer fresh_line_rounds"
         )
-    return Plan(positions, tuple(phases), SECTOR_BYTES // eb, eb)
+    return Plan(positions, tuple(phases), cycle, eb)
 
 
 def chase_work(path: str, plan: Plan, record_steps: int) -> ChaseWork:
@@ -283,7 +304,7 @@ def run(
         for rep in range(sweep.repetitions):
             point = len(frames)
             result = backend.run(
-                ColdChaseWork(work, sweep.flush_bytes), carveout_pct=None, seed=point
+                ColdChaseWork(work, sweep.flush_bytes), carveout_pct=sweep.carveout_pct, seed=point
             )
             n = len(result.latency_cycles)
             frames.append(
