@@ -22,26 +22,35 @@ def _walks(
     seed: int = 0,
     traversals: int = 3,
     slow_traversal: tuple[int, int] | None = None,
+    penalty_spread: float = 0.0,
+    late_jitter: float | None = None,
 ) -> pd.DataFrame:
     """Reach-stage rows: cyclic walks of m elements at stride s, warm-up pass then
     `traversals` recorded ones. Each address has its own data latency (uniform 275..330, as
     L2 slices at different distances) plus jitter (sd 1.2). A fully associative LRU level of
     `entries` units of `unit` bytes: once a walk touches more units than that, the first
     address of every unit misses it on every traversal and pays `penalty`.
-    `slow_traversal` = (stride, m): one traversal of that walk is 40 cycles slower throughout."""
+    `slow_traversal` = (stride, m): one traversal of that walk is 40 cycles slower throughout.
+    `penalty_spread`: each address pays penalty +- up to this (uniform, its own), as a penalty
+    that depends on the slice; `late_jitter`: the jitter sd of walks past the level's reach."""
     rng = np.random.default_rng(seed)
     offsets: dict[int, float] = {}
+    extra: dict[int, float] = {}
     frames, point = [], 0
     for stride, lengths in strides_lengths.items():
         for m in lengths:
             addr = np.arange(m, dtype=np.int64) * stride
             for a in addr:
                 offsets.setdefault(int(a), float(rng.uniform(275, 330)))
+                extra.setdefault(int(a), float(rng.uniform(-penalty_spread, penalty_spread)))
             units = addr // unit
             first = np.r_[True, units[1:] != units[:-1]]
-            miss = first & (len(np.unique(units)) > entries)
-            lat = np.array([offsets[int(a)] for a in addr]) + penalty * miss
-            rec = np.tile(lat, traversals) + rng.normal(0, 1.2, m * traversals)
+            over = len(np.unique(units)) > entries
+            miss = first & over
+            pay = penalty + np.array([extra[int(a)] for a in addr])
+            lat = np.array([offsets[int(a)] for a in addr]) + pay * miss
+            sd = late_jitter if (late_jitter is not None and over) else 1.2
+            rec = np.tile(lat, traversals) + rng.normal(0, sd, m * traversals)
             if slow_traversal == (stride, m):
                 rec[m : 2 * m] += 40
             n = rec.size
@@ -117,3 +126,19 @@ def test_entries_stay_undetermined_without_a_dense_bracket():
     assert h.entries is None
     lo, hi = h.entries_bracket
     assert lo <= 16 <= hi and hi > lo
+
+
+def test_small_genuine_rises_count_when_longer_walks_are_noisier():
+    # penalties of 5 to 16 cycles by address (an H100 run), and walks past the reach noisier
+    # (sd 3.5) than those before it: the pooled spread is then about 3 cycles, so half the
+    # median rise would cut the smaller genuine rises and break the 16 MiB spacing
+    df = _walks(
+        GRIDS, unit=16 * MIB, entries=16, penalty=10.5, penalty_spread=5.5, late_jitter=3.5,
+        seed=7,
+    )  # fmt: skip
+    onsets = {o.stride_bytes: o for o in tlb_shift.shift_onsets(df)}
+    assert {8 * MIB, 32 * MIB} <= set(onsets)
+    assert onsets[8 * MIB].spacing_bytes == 16 * MIB
+    assert len(onsets[32 * MIB].shifted_bytes) == onsets[32 * MIB].common  # every unit rose
+    h = tlb_shift.hidden_level(list(onsets.values()), threshold_reach_bytes=64 * 2**30)
+    assert h.page_bytes == 16 * MIB and h.entries == 16 and h.one_set is True

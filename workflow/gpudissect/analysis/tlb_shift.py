@@ -78,10 +78,11 @@ def shift_onsets(
     translation level's reach the addresses that now miss it (all, or the first of each
     translation unit) rise by its penalty. An onset is the first pair in which more addresses
     rise by over 3 sigma than the stride's pooled rate of such rises explains (binomial test
-    at `alpha`), whose risen addresses (rise above half their median rise and 3 sigma) are at
-    least `min_addresses`, regularly spaced (the most common spacing is at least
-    `spacing_share` of all: the translation unit, or the stride) and still risen in the walk
-    after (a slow traversal of one walk is not a level)."""
+    at `alpha`), whose risen addresses (rise above 3 sigma of the pairs before it and above a
+    quarter of the median rise, or 3 sigma if less) are at least `min_addresses`, regularly
+    spaced (the most common spacing is at least `spacing_share` of all: the translation unit,
+    or the stride) and still risen in the walk after (a slow traversal of one walk is not a
+    level)."""
     out = []
     for stride, g in df.groupby("stride_bytes", sort=True):
         by_m = {int(m): address_medians(w) for m, w in g.groupby("elements", sort=True)}
@@ -103,7 +104,12 @@ def shift_onsets(
                 continue
             if rise.size < min_addresses or np.median(rise) < min_shift_cycles:
                 continue
-            cut = max(3 * sigma, 0.5 * float(np.median(rise)))
+            # which addresses rose: above the noise of the pairs before this one (the pooled
+            # spread also holds the noisier walks past the reach) and a quarter of the typical
+            # rise, so that the smaller genuine rises of a slice-dependent penalty stay in
+            before = np.concatenate([p[2] for p in pairs[:i]]) if i else np.empty(0)
+            sigma_before = robust_sigma(before) if before.size >= 20 else sigma
+            cut = max(3 * sigma_before, min(3 * sigma, 0.25 * float(np.median(rise))))
             shifted = common[d > cut]
             if shifted.size < min_addresses:
                 continue
