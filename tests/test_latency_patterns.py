@@ -127,7 +127,8 @@ def test_hit_lines_make_p1_a_cycle_over_fresh_lines_the_classifier_reads_as_p1()
     assert len(np.unique(plan.positions)) == len(plan.positions)
     assert plan.cycle_length == 16
     cycle = plan.positions[-16:] * 8
-    fresh = np.array([p for p, ph in zip(plan.positions, plan.phases) if ph == "fresh_lines"])
+    is_fresh = np.array(plan.phases) == "fresh_lines"
+    fresh = plan.positions[is_fresh]
     # one more element of each of the last 16 fresh lines: 16 lines, 4 pages
     assert np.array_equal(cycle, fresh[-16:] * 8 + 8)
     assert len(np.unique(cycle // 128)) == 16 and len(np.unique(cycle // (32 * MIB))) == 4
@@ -214,6 +215,24 @@ def test_unseen_profile_patterns(tmp_path):
     values = [doc["paths"]["cg"][p]["value"] for p in lp.PATTERNS]
     assert values == pytest.approx([200, 220, 290, 500, 590, 740], rel=0.03)
     assert doc["paths"]["ca"]["P1"]["value"] == pytest.approx(40, abs=2)
+
+
+def test_an_undetermined_l1_tlb_leaves_p3_p5_in_the_l2_unit():
+    doc = {
+        "elements": {
+            "l1_tlb": {"page_bytes": {"value": None}, "entries": {"value": None}},
+            "l2_tlb": {"page_bytes": {"value": 2 * MIB}, "entries": {"value": 16}},
+        },
+        "page_table": {},
+    }
+    caps = lp.capacities(doc)
+    assert caps["page_bytes"] == 2 * MIB and caps["l1_entries"] is None
+    # 0; first touches of 2 MiB units 1..19 (P5); unit 0 again at depth 19 >= 16: P3;
+    # unit 19 again at depth 1 (an L1-TLB question: left out)
+    addr = [k * 2 * MIB for k in range(20)] + [4, 19 * 2 * MIB + 4]
+    kw = {k: caps[k] for k in ("page_bytes", "l1_entries", "l2_entries", "window_bytes")}
+    out = lp.classify(np.array(addr) // 4, l2_page_bytes=caps["l2_page_bytes"], **kw)
+    assert out.tolist() == ["", *["P5"] * 19, "P3", ""]
 
 
 def test_without_tlbs_result_patterns_are_undetermined():

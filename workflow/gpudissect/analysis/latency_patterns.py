@@ -52,11 +52,17 @@ def _value(doc: dict, *keys: str):
 
 
 def capacities(tlbs_doc: dict) -> dict[str, Any]:
+    """What `classify` needs from tlbs.json. Where the L1 TLB's unit is undetermined but the L2
+    TLB's is known, pages are told apart in the L2 unit (P3, P5, P6 need no more); the L1-TLB
+    patterns then stay undetermined with the L1 entries."""
+    l1_page = _value(tlbs_doc, "elements", "l1_tlb", "page_bytes")
+    l2_page = _value(tlbs_doc, "elements", "l2_tlb", "page_bytes")
     return {
-        "page_bytes": _value(tlbs_doc, "elements", "l1_tlb", "page_bytes"),
-        "l2_page_bytes": _value(tlbs_doc, "elements", "l2_tlb", "page_bytes"),
-        "l1_entries": _value(tlbs_doc, "elements", "l1_tlb", "entries"),
+        "page_bytes": l1_page or l2_page,
+        "l2_page_bytes": l2_page,
+        "l1_entries": _value(tlbs_doc, "elements", "l1_tlb", "entries") if l1_page else None,
         "l2_entries": _value(tlbs_doc, "elements", "l2_tlb", "entries"),
+        "l2_sets": _value(tlbs_doc, "elements", "l2_tlb", "sets"),
         "window_bytes": _value(tlbs_doc, "page_table", "page_table_window_bytes"),
     }
 
@@ -104,12 +110,16 @@ def classify(
         stack.insert(0, stack.pop(d))
         if d1 is None:  # a new L1 unit inside a known L2 unit: an L1-TLB miss
             d1 = len(stack1) + (l1_entries or 0) + 2
+        l2_miss = l2_entries is not None and not _near(d, l2_entries) and d >= l2_entries
+        if data_hit and l2_miss and (l1_entries is None or not _near(d1, l1_entries)):
+            out[t] = "P3"  # past the L2 TLB's reach, so past the (smaller) L1 TLB's too
+            continue
         if l1_entries is None or _near(d1, l1_entries):
             continue
         if d1 < l1_entries:
             out[t] = "P1" if data_hit else "P4"
         elif data_hit and l2_entries is not None and not _near(d, l2_entries):
-            out[t] = "P2" if d < l2_entries else "P3"
+            out[t] = "P2"
     return out
 
 
@@ -135,6 +145,13 @@ def _summary(lat: np.ndarray, pattern: str, path: str, caps: dict[str, Any]) -> 
             )
             + f", L1 TLB {caps['l1_entries']}, L2 TLB {caps['l2_entries']} entries, window "
             f"{caps['window_bytes']}"
+            + (
+                "; a page reuse distance past the L2-TLB entries reads as a miss of a fully "
+                "associative LRU TLB: where the L2 TLB is set-associative (tlbs: sets "
+                "undetermined) some of these accesses still hit it, and the median mixes both"
+                if pattern == "P3" and caps.get("l2_sets") is None
+                else ""
+            )
         ),
     )
 
@@ -196,7 +213,7 @@ def analyse(
                 result[pat] = undetermined(
                     "no page-table window was found by tlbs, so no access switches windows"
                 )
-            elif pat in ("P1", "P2", "P3", "P4") and caps["l1_entries"] is None:
+            elif pat in ("P1", "P2", "P4") and caps["l1_entries"] is None:
                 result[pat] = undetermined("the L1-TLB entries are undetermined (tlbs.json)")
             elif pat in ("P2", "P3") and caps["l2_entries"] is None:
                 result[pat] = undetermined("the L2-TLB entries are undetermined (tlbs.json)")
