@@ -57,6 +57,56 @@ def test_miss_spacing_is_the_page_at_strides_below_it():
     assert spacing == 2 * MIB and share > 0.8
 
 
+def _sliced_reach_frame(rng) -> pd.DataFrame:
+    """Reach-stage walks (strides 2, 8, 32 MiB) on a GPU whose data hits lie at four latencies,
+    one per L2 slice (280, 293, 313, 322 cycles, by address), with an L2 TLB of 2048 units of
+    32 MiB: past its reach the first access to each unit of a cyclic walk pays 90 cycles. Of
+    the short walks' addresses only the one at 64 MiB lands in the slowest slice."""
+    slices = np.array([280.0, 293.0, 313.0, 322.0])
+    unit, entries = 32 * MIB, 2048
+    rows = []
+    for stride in (2 * MIB, 8 * MIB, 32 * MIB):
+        grid = list(range(2, 25)) + [int(x) for x in np.geomspace(29, 72 * 2**30 // stride, 24)]
+        for m in sorted(set(grid)):
+            addr = np.arange(m, dtype=np.int64) * stride
+            hit = slices[(addr // (2 * MIB) * 2654435761 >> 7) % 4]
+            hit[addr < 96 * MIB] = 280.0
+            hit[addr == 64 * MIB] = 322.0
+            steps = np.arange(max(512, 2 * m))
+            i = steps % m
+            lat = hit[i].copy()
+            if (addr[-1] // unit) + 1 > entries:
+                first = np.r_[True, addr[1:] // unit != addr[:-1] // unit]
+                lat += 90.0 * first[i]
+            lat = np.rint(lat + rng.normal(0, 1.2, lat.size))
+            rows.append(
+                pd.DataFrame(
+                    {
+                        "stage": "reach",
+                        "stride_bytes": stride,
+                        "elements": m,
+                        "step": steps,
+                        "position": addr[i] // 4,
+                        "latency_cycles": lat,
+                    }
+                )
+            )
+    return pd.concat(rows, ignore_index=True)
+
+
+def test_reach_counts_every_hit_level_of_the_short_walks_as_a_hit():
+    # one short-walk address in the slowest L2 slice: its level is a data hit, not a TLB miss,
+    # so the slices do not make every access look slow; the L2 TLB's 32 MiB units and its reach
+    # (2048 units, 64 GiB) show at every stride
+    reach = tlb.fit_reach(_sliced_reach_frame(np.random.default_rng(4)))
+    assert reach.base.hi > 322 + 2 and reach.base.hi < 280 + 90
+    assert reach.page_bytes == 32 * MIB
+    assert len(reach.strides) == 3
+    for r in reach.strides:
+        assert r.spacing_bytes == max(r.stride_bytes, 32 * MIB)
+        assert r.fit_bytes <= 64 * 2**30 < r.first_miss_elements * r.stride_bytes
+
+
 def _counts(entries, increments, *, start=None):
     """Misses per traversal for walks of start..entries+len(increments) pages."""
     start = start or entries - 2

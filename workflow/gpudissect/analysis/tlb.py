@@ -191,17 +191,31 @@ class Reach:
     l1_entries_estimate: tuple[int, int] | None
 
 
+REF_LEVEL_SHARE = 0.02
+
+
 def _slow_threshold(lat: np.ndarray, ref: np.ndarray) -> tuple[Level, float, float]:
-    """The base level (that of the reference samples) and the value above which an access is a
-    TLB miss: the base level's upper edge."""
+    """The base level and the value above which an access is a TLB miss: the base level's
+    upper edge.
+
+    The reference samples (walks of <= 3 elements) hit every TLB, so every latency level they
+    fill is a data hit: on a GPU whose data hits come at several latencies (an H100's L2 slices
+    lie at different distances from the SM, 277 to 331 cycles) one short walk can land in a
+    slower slice than the others. The base level is the span of the levels that hold at least
+    `REF_LEVEL_SHARE` of the reference samples (one level where the hits are uniform)."""
     sigma = robust_sigma(ref)
     levels = find_levels(lat, sigma=sigma)
+    idx = assign(ref, levels)
+    held = [k for k in range(len(levels)) if np.mean(idx == k) >= REF_LEVEL_SHARE]
     k = level_containing(levels, float(np.median(ref)))
     if k is None:
         med = float(np.median(ref))
         base = Level(med, med - 3 * sigma, med + 3 * sigma, int(ref.size))
-    else:
+    elif len(held) < 2:
         base = levels[k]
+    else:
+        span = levels[min(held) : max(held) + 1]
+        base = Level(levels[k].center, span[0].lo, span[-1].hi, sum(lv.count for lv in span))
     return base, sigma, base.hi
 
 
