@@ -191,6 +191,16 @@ class Reach:
     l1_entries_estimate: tuple[int, int] | None
 
 
+def merged_level(parts: list[Level], center: float) -> Level:
+    """One level spanning `parts` (their samples together), centred at `center`."""
+    return Level(
+        center,
+        min(lv.lo for lv in parts),
+        max(lv.hi for lv in parts),
+        sum(lv.count for lv in parts),
+    )
+
+
 REF_LEVEL_SHARE = 0.02
 
 
@@ -214,8 +224,7 @@ def _slow_threshold(lat: np.ndarray, ref: np.ndarray) -> tuple[Level, float, flo
     elif len(held) < 2:
         base = levels[k]
     else:
-        span = levels[min(held) : max(held) + 1]
-        base = Level(levels[k].center, span[0].lo, span[-1].hi, sum(lv.count for lv in span))
+        base = merged_level(levels[min(held) : max(held) + 1], levels[k].center)
     return base, sigma, base.hi
 
 
@@ -311,13 +320,7 @@ def merge_into_base(levels: list[Level], base_range: tuple[float, float]) -> lis
     inside = [lv for lv in levels if lo <= lv.center < hi]
     if len(inside) < 2:
         return levels
-    biggest = max(inside, key=lambda lv: lv.count)
-    merged = Level(
-        biggest.center,
-        min(lv.lo for lv in inside),
-        max(lv.hi for lv in inside),
-        sum(lv.count for lv in inside),
-    )
+    merged = merged_level(inside, max(inside, key=lambda lv: lv.count).center)
     return sorted([lv for lv in levels if lv not in inside] + [merged], key=lambda lv: lv.center)
 
 
