@@ -210,7 +210,7 @@ def _slow_threshold(lat: np.ndarray, ref: np.ndarray) -> tuple[Level, float, flo
 
     The reference samples (walks of <= 3 elements) hit every TLB, so every latency level they
     fill is a data hit: on a GPU whose data hits come at several latencies (an H100's L2 slices
-    lie at different distances from the SM, 277 to 331 cycles) one short walk can land in a
+    lie at different distances from the SM, about 275 to 330 cycles) one short walk can land in a
     slower slice than the others. The base level is the span of the levels that hold at least
     `REF_LEVEL_SHARE` of the reference samples (one level where the hits are uniform)."""
     sigma = robust_sigma(ref)
