@@ -50,10 +50,16 @@ def _levels_doc(levels, b, l1, l2) -> dict[str, Any]:
     }
 
 
-def _penalty(levels, lo, hi, df, what: str) -> dict[str, Any]:
+def _penalty(levels, lo, hi, df, what: str, parts: tuple[float, ...] = ()) -> dict[str, Any]:
     if lo is None or hi is None:
         return undetermined(f"no {what} level found")
     pen = levels[hi].center - levels[lo].center
+    together = (
+        f"; the levels at {', '.join(f'{c:.0f}' for c in parts)} cycles set in together and are "
+        "taken as one miss level (their pooled median)"
+        if parts
+        else ""
+    )
     return quantity(
         round(pen, 1),
         unit="cycles",
@@ -61,7 +67,7 @@ def _penalty(levels, lo, hi, df, what: str) -> dict[str, Any]:
         method="difference of the median latencies of two levels of the stride = page walks",
         evidence=(
             f"{what}: level {levels[hi].center:.0f} cycles ({levels[hi].count} accesses) minus "
-            f"{levels[lo].center:.0f} ({levels[lo].count})"
+            f"{levels[lo].center:.0f} ({levels[lo].count}){together}"
         ),
     )
 
@@ -200,7 +206,7 @@ def _threshold_levels(data: pd.DataFrame, reach: Reach):
         b = level_containing(list(walks.levels), reach.base.center)
         levels_doc = _levels_doc(walks.levels, b, walks.l1_index, walks.l2_index)
         l1["miss_penalty_cycles"] = _penalty(
-            walks.levels, b, walks.l1_index, None, "L1-TLB miss over the base"
+            walks.levels, b, walks.l1_index, None, "L1-TLB miss over the base", walks.onset_parts
         )
         l2["miss_penalty_cycles"] = _penalty(
             walks.levels, walks.l1_index, walks.l2_index, None, "L2-TLB miss over the L1-TLB miss"
@@ -267,7 +273,12 @@ def _with_hidden_l1(data: pd.DataFrame, reach: Reach | None, h: tlb_shift.Hidden
         b = level_containing(list(walks.levels), reach.base.center)
         levels_doc = _levels_doc(walks.levels, b, None, walks.l1_index)
         l2["miss_penalty_cycles"] = _penalty(
-            walks.levels, b, walks.l1_index, None, "L2-TLB miss over the base (L1-TLB misses)"
+            walks.levels,
+            b,
+            walks.l1_index,
+            None,
+            "L2-TLB miss over the base (L1-TLB misses)",
+            walks.onset_parts,
         )
     l2 = {"page_bytes": l2["page_bytes"]} | _structure_quantities(st, page, unit_note="") | l2
     # the page walks' first level above the base is this GPU's L2 TLB: name its columns so
