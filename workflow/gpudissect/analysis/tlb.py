@@ -344,6 +344,23 @@ def _sustained_onsets(walk_levels: list[tuple[int, pd.Series]], b: int) -> dict[
     return onset
 
 
+def _appearances(
+    df: pd.DataFrame, lat: np.ndarray, levels: list[Level], b: int
+) -> tuple[list[tuple[int, pd.Series]], dict[int, int]]:
+    """Accesses per level in each walk, and the shortest walk in which each level above the
+    base holds at least max(3, 2%) of the accesses."""
+    idx = assign(lat, levels)
+    walk_levels = []
+    appear: dict[int, int] = {}
+    for m, g in df.assign(level=idx).groupby("elements", sort=True):
+        counts = g["level"].value_counts()
+        walk_levels.append((int(m), counts))
+        for k, c in counts.items():
+            if k > b and k not in appear and c >= max(3, 0.02 * len(g)):
+                appear[int(k)] = int(m)
+    return walk_levels, appear
+
+
 def page_levels(
     df: pd.DataFrame,
     sigma: float,
@@ -359,41 +376,32 @@ def page_levels(
     levels = find_levels(lat, sigma=sigma)
     if base_range is not None:
         levels = merge_into_base(levels, base_range)
+    b = level_containing(levels, base_value)
+    if b is None:
+        return levels, -1, None, None, ()
+    walk_levels, appear = _appearances(df, lat, levels, b)
     parts: tuple[float, ...] = ()
-    for attempt in range(2):
-        b = level_containing(levels, base_value)
-        if b is None:
-            return levels, -1, None, None, parts
-        idx = assign(lat, levels)
-        walk_levels = []
-        appear: dict[int, int] = {}
-        for m, g in df.assign(level=idx).groupby("elements", sort=True):
-            counts = g["level"].value_counts()
-            walk_levels.append((int(m), counts))
-            for k, c in counts.items():
-                if k > b and k not in appear and c >= max(3, 0.02 * len(g)):
-                    appear[int(k)] = int(m)
-        order = sorted(appear, key=lambda k: (appear[k], k))
-        l1 = order[0] if order else None
-        if attempt == 0 and l1 is not None:
-            # together: sustained from the walk where slow accesses begin for good, at the
-            # latest from the walk where the first level passes its share
-            onset = _sustained_onsets(walk_levels, b)
-            start = onset.get(ANY_ABOVE, appear[l1])
-            together = {k for k, m in onset.items() if k > b and start <= m <= appear[l1]}
-            lo = hi = l1
-            while lo - 1 > b and lo - 1 in together:
-                lo -= 1
-            while hi + 1 in together:
-                hi += 1
-            if hi > lo:
-                group = levels[lo : hi + 1]
-                inside = lat[(lat >= group[0].lo) & (lat < group[-1].hi)]
-                parts = tuple(lv.center for lv in group)
-                merged = merged_level(group, float(np.median(inside)))
-                levels = [*levels[:lo], merged, *levels[hi + 1 :]]
-                continue
-        break
+    if appear:
+        l1 = min(appear, key=lambda k: (appear[k], k))
+        # together: sustained from the walk where slow accesses begin for good, at the latest
+        # from the walk where the first level passes its share
+        onset = _sustained_onsets(walk_levels, b)
+        start = onset.get(ANY_ABOVE, appear[l1])
+        together = {k for k, m in onset.items() if k > b and start <= m <= appear[l1]}
+        lo = hi = l1
+        while lo - 1 > b and lo - 1 in together:
+            lo -= 1
+        while hi + 1 in together:
+            hi += 1
+        if hi > lo:  # levels above the base merge: b keeps its index
+            group = levels[lo : hi + 1]
+            inside = lat[(lat >= group[0].lo) & (lat < group[-1].hi)]
+            parts = tuple(lv.center for lv in group)
+            merged = merged_level(group, float(np.median(inside)))
+            levels = [*levels[:lo], merged, *levels[hi + 1 :]]
+            walk_levels, appear = _appearances(df, lat, levels, b)
+    order = sorted(appear, key=lambda k: (appear[k], k))
+    l1 = order[0] if order else None
     l2 = next((k for k in order[1:] if k > l1), None) if l1 is not None else None
     return levels, b, l1, l2, parts
 
