@@ -14,6 +14,7 @@ include: "workflow/rules/build.smk"
 include: "workflow/rules/sweep.smk"
 include: "workflow/rules/analyze.smk"
 include: "workflow/rules/plot.smk"
+include: "workflow/rules/topology.smk"
 include: "workflow/rules/report.smk"
 
 

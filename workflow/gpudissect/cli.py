@@ -13,7 +13,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from .exceptions import GpuDissectError
+from .exceptions import ConfigError, GpuDissectError
 
 log = logging.getLogger("gpudissect")
 
@@ -171,6 +171,32 @@ def cmd_report(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_topology(args: argparse.Namespace) -> int:
+    from .analysis.result import write_result
+    from .families import FAMILIES
+    from .topology import build_topology, to_mt4g, validate_topology
+
+    if args.source:
+        with open(args.source) as f:
+            doc = json.load(f)
+    else:
+        docs = args.analyses or [
+            str(p)
+            for exp in FAMILIES
+            if (p := Path(args.analysis, args.device, f"{exp}.json")).is_file()
+        ]
+        if not docs:
+            raise ConfigError(
+                f"--device {args.device!r}: no analysis documents under "
+                f"{Path(args.analysis, args.device)}; run the pipeline for that device first"
+            )
+        doc = build_topology(args.device, docs, tuple(FAMILIES))
+    validate_topology(doc)
+    out = write_result(args.out, to_mt4g(doc) if args.format == "mt4g" else doc)
+    print(f"topology written: {out}")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="gpudissect", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -234,6 +260,31 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--out-dir", required=True, help="folder for <figure>.<format> files")
     s.add_argument("--formats", nargs="+", default=["png", "pdf"])
     s.set_defaults(func=cmd_plot)
+
+    s = sub.add_parser(
+        "topology",
+        help="the topology document of one device (from its analyses), or MT4G's form of one",
+    )
+    src = s.add_mutually_exclusive_group(required=True)
+    src.add_argument("--device", help="build from results/analysis/<DEVICE>/*.json")
+    src.add_argument("--from", dest="source", help="an existing topology document to convert")
+    s.add_argument(
+        "--analysis", default="results/analysis", help="the analysis folder (with --device)"
+    )
+    s.add_argument(
+        "--analyses",
+        nargs="+",
+        metavar="JSON",
+        help="build from exactly these analysis documents (default: every one of the device)",
+    )
+    s.add_argument(
+        "--format",
+        choices=("gpudissect", "mt4g"),
+        default="gpudissect",
+        help="gpudissect: this project's document (config/README.md); mt4g: MT4G's field names",
+    )
+    s.add_argument("--out", required=True, help="the .json to write")
+    s.set_defaults(func=cmd_topology)
 
     s = sub.add_parser("report", help="render results/report/report.md")
     s.add_argument("--device", nargs="+", required=True)

@@ -89,7 +89,7 @@ def figure_files(device, experiment, ext="png"):
 
 
 def device_targets(device):
-    targets = []
+    targets = [f"results/topology/{device}.json"]
     for exp in experiments_of(device):
         targets.append(f"results/analysis/{device}/{exp}.json")
         targets += figure_files(device, exp) + figure_files(device, exp, "pdf")

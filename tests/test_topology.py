@@ -1,0 +1,194 @@
+"""The topology document: gathering, the reconciliation rule, traceability, schema, MT4G form."""
+
+import json
+from pathlib import Path
+
+import pytest
+
+from gpudissect.families import FAMILIES
+from gpudissect.topology import build_topology, to_mt4g, validate_topology
+from gpudissect.topology.gather import resolve_pointer
+
+REGISTRY = tuple(FAMILIES)
+H100 = Path("results/reference/h100/analysis/gpu0")
+
+
+def _q(value, unit="bytes", method="m", confidence=1.0):
+    return {
+        "value": value,
+        "unit": unit,
+        "confidence": confidence,
+        "method": method,
+        "evidence": "e",
+    }
+
+
+def _doc(tmp_path, experiment, elements, **extra):
+    path = tmp_path / f"{experiment}.json"
+    path.write_text(json.dumps({"analysis": experiment, "elements": elements, **extra}))
+    return str(path)
+
+
+def test_the_experiment_built_for_the_element_wins_and_the_other_reading_is_named(tmp_path):
+    # the L2 path's first miss (cache_stage1) of a partitioned L2 is the near partition's
+    # footprint: 23 MiB against the l2 family's 50 MiB whole and 24 MiB near partition
+    stage1 = _doc(tmp_path, "cache_stage1", {"l2": {"size_bytes": _q(23 << 20, method="a")}})
+    l2 = _doc(
+        tmp_path,
+        "l2",
+        {"l2": {"size_bytes": _q(50 << 20, method="b"), "near_size_bytes": _q(24 << 20)}},
+    )
+    doc = build_topology("d", [stage1, l2], REGISTRY)
+    size = doc["elements"]["l2"]["size_bytes"]
+    assert size["value"] == 50 << 20 and size["experiment"] == "l2"
+    (other,) = size["other_readings"]
+    assert other["experiment"] == "cache_stage1" and other["agrees"] is False
+    assert other["note"].startswith("a reading of l2.near_size_bytes")
+
+
+def test_an_identical_carried_value_is_named_not_compared(tmp_path):
+    a = _doc(tmp_path, "cache_stage1", {"l1d": {"line_bytes": _q(128)}})
+    b = _doc(tmp_path, "caches", {"l1d": {"line_bytes": _q(128)}})
+    entry = build_topology("d", [b, a], REGISTRY)["elements"]["l1d"]["line_bytes"]
+    assert entry["experiment"] == "cache_stage1"
+    assert [x["experiment"] for x in entry["also_in"]] == ["caches"]
+    assert "other_readings" not in entry
+
+
+def test_readings_within_three_percent_agree_and_farther_ones_do_not(tmp_path):
+    a = _doc(tmp_path, "cache_stage1", {"l1d": {"hit_latency_cycles": _q(100.0, "cycles", "x")}})
+    b = _doc(tmp_path, "l1_size", {"l1d": {"hit_latency_cycles": _q(102.0, "cycles", "y")}})
+    c = _doc(tmp_path, "caches", {"l1d": {"hit_latency_cycles": _q(110.0, "cycles", "z")}})
+    entry = build_topology("d", [a, b, c], REGISTRY)["elements"]["l1d"]["hit_latency_cycles"]
+    agree = {o["experiment"]: o["agrees"] for o in entry["other_readings"]}
+    assert agree == {"caches": False, "l1_size": True}
+
+
+def test_an_undetermined_first_choice_gives_way_to_a_determined_reading(tmp_path):
+    l2 = _doc(tmp_path, "l2", {"l2": {"size_bytes": {"value": None, "undetermined": "why"}}})
+    flush = _doc(tmp_path, "l2_flush", {"l2": {"size_bytes": _q(1 << 20)}})
+    entry = build_topology("d", [l2, flush], REGISTRY)["elements"]["l2"]["size_bytes"]
+    assert entry["value"] == 1 << 20 and entry["experiment"] == "l2_flush"
+    assert entry["other_readings"][0]["undetermined"] == "why"
+
+
+def test_l1_values_at_other_carveouts_are_listed_not_compared(tmp_path):
+    stage1 = _doc(
+        tmp_path, "cache_stage1", {"l1d": {"size_bytes": _q(216 << 10)}}, carveout_pct=[0]
+    )
+    series = [
+        {"carveout_pct": 100, "shared_buffer_bytes": 16384, "l1d": {"size_bytes": _q(12 << 10)}},
+        {"carveout_pct": 0, "shared_buffer_bytes": 16384, "l1d": {"size_bytes": _q(216 << 10)}},
+    ]
+    l1 = _doc(
+        tmp_path,
+        "l1_size",
+        {"l1d": {"size_bytes": _q(12 << 10), "carveout_pct": 100}},
+        series=series,
+    )
+    entry = build_topology("d", [stage1, l1], REGISTRY)["elements"]["l1d"]["size_bytes"]
+    assert entry["carveout_pct"] == 0 and entry["value"] == 216 << 10
+    assert entry["other_readings"][0]["agrees"] is None
+    assert [(p["carveout_pct"], p["value"]) for p in entry["by_carveout"]] == [
+        (100, 12 << 10),
+        (0, 216 << 10),
+    ]
+
+
+def test_a_miss_penalty_follows_the_experiment_of_the_latencies(tmp_path):
+    stage1 = _doc(
+        tmp_path,
+        "cache_stage1",
+        {
+            "l2": {
+                "miss_penalty_cycles": _q(274.0, "cycles"),
+                "hit_latency_cycles": _q(306.0, "cycles"),
+            }
+        },
+    )
+    l2 = _doc(
+        tmp_path,
+        "l2",
+        {
+            "l2": {
+                "hit_latency_cycles": _q(300.0, "cycles"),
+                "miss_latency_cycles": _q(741.0, "cycles"),
+            }
+        },
+    )
+    entry = build_topology("d", [stage1, l2], REGISTRY)["elements"]["l2"]["miss_penalty_cycles"]
+    assert entry["value"] == 441.0 and entry["experiment"] == "l2"
+    assert entry["other_readings"][0]["value"] == 274.0
+
+
+def _check_traceable(doc):
+    """Every value of the document is the value at its pointer in its analysis document (or
+    the difference of two there, or the driver's fact there)."""
+    cache: dict[str, dict] = {}
+
+    def at(path, pointer):
+        if path not in cache:
+            cache[path] = json.loads(Path(path).read_text())
+        return resolve_pointer(cache[path], pointer)
+
+    checked = 0
+    for element, quantities in doc["elements"].items():
+        for name, entry in quantities.items():
+            where = f"{element}.{name}"
+            if entry.get("value") is None:
+                continue
+            if "derived_from" in entry:
+                d = entry["derived_from"]
+                a = at(entry["analysis"], d["minuend"])["value"]
+                b = at(entry["analysis"], d["subtrahend"])["value"]
+                assert entry["value"] == pytest.approx(a - b), where
+            elif entry["experiment"] == "driver":
+                assert at(entry["analysis"], entry["source"]) == entry["value"], where
+            else:
+                assert at(entry["analysis"], entry["source"])["value"] == entry["value"], where
+            for other in entry.get("other_readings", []) + entry.get("by_carveout", []):
+                assert at(other["analysis"], other["source"])["value"] == other["value"], where
+            checked += 1
+    return checked
+
+
+def test_every_value_of_the_h100_reference_topology_traces_back_to_an_analysis():
+    docs = sorted(str(p) for p in H100.glob("*.json"))
+    doc = build_topology("gpu0", docs, REGISTRY)
+    validate_topology(doc)
+    assert _check_traceable(doc) > 50
+    # what the driver reports sits beside what was measured
+    assert (
+        doc["elements"]["l2"]["size_bytes"]["driver_value"] == doc["driver"]["l2_cache_size_bytes"]
+    )
+    assert doc["elements"]["dram"]["size_bytes"]["experiment"] == "driver"
+
+
+def test_the_schema_refuses_a_quantity_without_its_source(tmp_path):
+    docs = sorted(str(p) for p in H100.glob("*.json"))
+    doc = build_topology("gpu0", docs, REGISTRY)
+    del doc["elements"]["l2"]["size_bytes"]["source"]
+    with pytest.raises(Exception, match="l2/size_bytes"):
+        validate_topology(doc)
+
+
+def test_the_mt4g_form_uses_mt4g_field_names_and_keeps_the_rest():
+    docs = sorted(str(p) for p in H100.glob("*.json"))
+    doc = build_topology("gpu0", docs, REGISTRY)
+    m = to_mt4g(doc)
+    l1 = m["memory"]["l1"]
+    assert l1["size"]["size"] == doc["elements"]["l1d"]["size_bytes"]["value"]
+    assert l1["lineSize"]["size"] == doc["elements"]["l1d"]["line_bytes"]["value"]
+    assert l1["fetchGranularity"]["size"] == doc["elements"]["l1d"]["sector_bytes"]["value"]
+    assert l1["latency"]["p50"] == doc["elements"]["l1d"]["hit_latency_cycles"]["value"]
+    assert (
+        m["memory"]["l2"]["segmentSize"]["size"]
+        == doc["elements"]["l2"]["near_size_bytes"]["value"]
+    )
+    const_size = doc["elements"]["constant_l1"]["size_bytes"]["value"]
+    assert m["memory"]["constant"]["l1"]["size"]["size"] == const_size
+    assert m["general"]["computeCapability"] == {"major": 9, "minor": 0}
+    assert m["compute"]["multiProcessorCount"] == doc["driver"]["sm_count"]
+    # nothing is lost: quantities without an MT4G field and the undetermined stay, by our names
+    assert "l2_tlb" in m["gpudissect"]["quantities_without_mt4g_field"]
+    assert "sets" in m["gpudissect"]["undetermined"]["l1d"]

@@ -1,0 +1,115 @@
+"""Readings: every inferred quantity of one analysis document, with where it came from.
+
+An analysis document (DESIGN.md result contract) holds its quantities under
+`elements.<element>.<quantity>`; a few hold more readings elsewhere: `l1_size` one series per
+carveout and shared buffer (`series[i].<element>.<quantity>`), `tlbs` the page-table window
+(`page_table.<quantity>`, read as the element `page_table`). Each reading keeps the JSON pointer
+of its object, so every value of the topology document can be traced back to its analysis.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+NO_CARVEOUT = -1  # a backend with no L1/shared carveout (the simulator) records -1
+# the elements carved out of the unified L1/shared array: their values depend on the carveout
+L1_FAMILY = frozenset({"l1d", "texture", "readonly"})
+
+
+@dataclass(frozen=True)
+class Reading:
+    element: str
+    quantity: str
+    entry: dict[str, Any]  # the quantity object, as the analysis wrote it
+    experiment: str
+    analysis: str  # the analysis document's path
+    pointer: str  # JSON pointer of `entry` inside that document
+    carveout_pct: int | None = None
+    series: bool = False  # one point of a per-carveout series, not the experiment's reading
+    shared_buffer_bytes: int | None = None
+
+    @property
+    def determined(self) -> bool:
+        return self.entry.get("value") is not None
+
+    @property
+    def value(self) -> Any:
+        return self.entry.get("value")
+
+
+def is_quantity(obj: Any) -> bool:
+    """A result-contract quantity: a value with a method, or undetermined with a reason."""
+    return isinstance(obj, dict) and "value" in obj and ("method" in obj or "undetermined" in obj)
+
+
+def _carveout(raw: Any) -> int | None:
+    if isinstance(raw, list):
+        raw = raw[0] if len(set(raw)) == 1 else None
+    if raw is None or int(raw) == NO_CARVEOUT:
+        return None
+    return int(raw)
+
+
+def load_document(path: str | Path) -> dict[str, Any]:
+    with open(path) as f:
+        return json.load(f)
+
+
+def readings(doc: dict[str, Any], path: str) -> list[Reading]:
+    """Every quantity of one analysis document."""
+    experiment = doc["analysis"]
+    doc_carveout = _carveout(doc.get("carveout_pct"))
+    out: list[Reading] = []
+    for element, quantities in (doc.get("elements") or {}).items():
+        carveout = _carveout(quantities.get("carveout_pct", doc_carveout))
+        carveout = carveout if element in L1_FAMILY else None
+        for name, entry in quantities.items():
+            if is_quantity(entry):
+                out.append(
+                    Reading(
+                        element,
+                        name,
+                        entry,
+                        experiment,
+                        path,
+                        f"/elements/{element}/{name}",
+                        carveout,
+                    )
+                )
+    for name, entry in (doc.get("page_table") or {}).items():
+        if is_quantity(entry):
+            out.append(Reading("page_table", name, entry, experiment, path, f"/page_table/{name}"))
+    for i, point in enumerate(doc.get("series") or []):
+        if not isinstance(point, dict) or "carveout_pct" not in point:
+            continue
+        for element, quantities in point.items():
+            if not isinstance(quantities, dict):
+                continue
+            for name, entry in quantities.items():
+                if is_quantity(entry):
+                    out.append(
+                        Reading(
+                            element,
+                            name,
+                            entry,
+                            experiment,
+                            path,
+                            f"/series/{i}/{element}/{name}",
+                            _carveout(point["carveout_pct"]),
+                            series=True,
+                            shared_buffer_bytes=point.get("shared_buffer_bytes"),
+                        )
+                    )
+    return out
+
+
+def resolve_pointer(doc: dict[str, Any], pointer: str) -> Any:
+    """The object at a JSON pointer (RFC 6901, the subset this package writes)."""
+    obj: Any = doc
+    for part in pointer.lstrip("/").split("/"):
+        part = part.replace("~1", "/").replace("~0", "~")
+        obj = obj[int(part)] if isinstance(obj, list) else obj[part]
+    return obj

@@ -1,0 +1,175 @@
+"""One value per element and quantity, from all the readings of a device's analyses.
+
+The rule (config/README.md, "The topology document"):
+1. Readings of one quantity are ranked by experiment: first the element's own order in
+   `PRECEDENCE` (the experiment built for that element first), then the registry order of the
+   families. Points of a per-carveout series never compete: they are listed under `by_carveout`.
+2. The value is the first determined reading of that ranking; if none is determined, the
+   quantity is undetermined with the first reading's reason.
+3. Every other reading is named under `other_readings`, with whether it agrees (equal, or for
+   numbers within `AGREE_REL` of the value). A disagreeing number that lies within `MATCH_REL`
+   of another quantity of the same element and unit is marked as a reading of that quantity
+   (the L2 path's first miss of a partitioned L2 is the near partition's footprint, a quantity
+   of its own: `l2.near_size_bytes`).
+4. A reading identical to the chosen one (same value and method: a later stage that carries an
+   earlier stage's value) is named under `also_in`, not as another reading.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from typing import Any
+
+from .gather import Reading
+
+# the experiment built for the element's quantities first; the others follow in registry order
+PRECEDENCE: dict[str, tuple[str, ...]] = {
+    "l1d": ("cache_stage1", "caches", "l1_size"),
+    "l2": ("l2", "cache_stage1", "caches", "l2_flush"),
+}
+AGREE_REL = 0.03
+MATCH_REL = 0.10
+
+
+def _rank(element: str, registry: tuple[str, ...]):
+    order = PRECEDENCE.get(element, ()) + tuple(
+        e for e in registry if e not in PRECEDENCE.get(element, ())
+    )
+
+    def key(r: Reading) -> tuple[int, str]:
+        pos = order.index(r.experiment) if r.experiment in order else len(order)
+        return (pos, r.pointer)
+
+    return key
+
+
+def _numeric(v: Any) -> bool:
+    return isinstance(v, int | float) and not isinstance(v, bool)
+
+
+def agrees(a: Any, b: Any, rel: float = AGREE_REL) -> bool:
+    if _numeric(a) and _numeric(b):
+        scale = max(abs(a), abs(b))
+        return scale == 0 or abs(a - b) <= rel * scale
+    return a == b
+
+
+def _source(r: Reading) -> dict[str, Any]:
+    out: dict[str, Any] = {"experiment": r.experiment, "analysis": r.analysis, "source": r.pointer}
+    if r.carveout_pct is not None:
+        out["carveout_pct"] = r.carveout_pct
+    return out
+
+
+def _other(r: Reading, chosen: Reading | None, siblings: dict[str, Any]) -> dict[str, Any]:
+    out = {**_source(r), "value": r.value}
+    if r.entry.get("unit") is not None:
+        out["unit"] = r.entry["unit"]
+    if not r.determined:
+        out["undetermined"] = r.entry.get("undetermined", "")
+        return out
+    out["confidence"] = r.entry.get("confidence")
+    if chosen is None or not chosen.determined:
+        return out
+    if chosen.carveout_pct != r.carveout_pct:
+        out["agrees"] = None
+        out["note"] = "measured at another carveout; not compared"
+        return out
+    out["agrees"] = agrees(r.value, chosen.value)
+    if not out["agrees"] and _numeric(r.value):
+        for name, entry in siblings.items():
+            if (
+                name != chosen.quantity
+                and entry.get("unit") == r.entry.get("unit")
+                and _numeric(entry.get("value"))
+                and agrees(r.value, entry["value"], MATCH_REL)
+            ):
+                out["note"] = f"a reading of {chosen.element}.{name} (within {MATCH_REL:.0%})"
+                break
+    return out
+
+
+def reconcile(all_readings: list[Reading], registry: tuple[str, ...]) -> dict[str, dict]:
+    """{element: {quantity: topology entry}} (entries described in the module docstring)."""
+    groups: dict[tuple[str, str], list[Reading]] = defaultdict(list)
+    series: dict[tuple[str, str], list[Reading]] = defaultdict(list)
+    for r in all_readings:
+        (series if r.series else groups)[(r.element, r.quantity)].append(r)
+    chosen_by: dict[tuple[str, str], Reading] = {}
+    for key, rs in groups.items():
+        rs.sort(key=_rank(key[0], registry))
+        chosen_by[key] = next((r for r in rs if r.determined), rs[0])
+    elements: dict[str, dict[str, Any]] = defaultdict(dict)
+    for (element, quantity), rs in sorted(groups.items()):
+        chosen = chosen_by[(element, quantity)]
+        siblings = {q: c.entry for (e, q), c in chosen_by.items() if e == element}
+        entry = {**chosen.entry, **_source(chosen)}
+        also, others = [], []
+        for r in rs:
+            if r is chosen:
+                continue
+            same = r.determined and r.value == chosen.value
+            if same and r.entry.get("method") == chosen.entry.get("method"):
+                also.append(_source(r))
+            else:
+                others.append(_other(r, chosen, siblings))
+        if also:
+            entry["also_in"] = also
+        if others:
+            entry["other_readings"] = others
+        points = series.pop((element, quantity), [])
+        if points:
+            entry["by_carveout"] = [_point(p) for p in points]
+        elements[element][quantity] = entry
+    for (element, quantity), points in sorted(series.items()):  # a series with no reading
+        elements[element][quantity] = {
+            "value": None,
+            "undetermined": "measured only per carveout (see by_carveout)",
+            "by_carveout": [_point(p) for p in points],
+        }
+    for quantities in elements.values():
+        _consistent_penalty(quantities)
+    return dict(elements)
+
+
+def _consistent_penalty(quantities: dict[str, Any]) -> None:
+    """A miss penalty from another experiment than the chosen hit and miss latencies (which
+    come from one) describes other accesses: it is replaced by their difference, and named."""
+    hit, miss = quantities.get("hit_latency_cycles"), quantities.get("miss_latency_cycles")
+    penalty = quantities.get("miss_penalty_cycles")
+    if not (hit and miss and penalty) or None in (hit.get("value"), miss.get("value")):
+        return
+    source = hit["experiment"]
+    if miss["experiment"] != source or penalty.get("experiment") == source:
+        return
+    diff = round(miss["value"] - hit["value"], 2)
+    if diff <= 0:
+        return
+    old = {
+        k: penalty.get(k)
+        for k in ("value", "unit", "confidence", "experiment", "analysis", "source")
+    }
+    quantities["miss_penalty_cycles"] = {
+        "value": diff,
+        "unit": "cycles",
+        "confidence": min(hit.get("confidence", 0), miss.get("confidence", 0)),
+        "method": "miss latency minus hit latency, both chosen from one experiment",
+        "evidence": f"{miss['value']} - {hit['value']} cycles ({source}: {miss['source']}, "
+        f"{hit['source']})",
+        "experiment": source,
+        "analysis": miss["analysis"],
+        "derived_from": {"minuend": miss["source"], "subtrahend": hit["source"]},
+        "other_readings": [{**old, "agrees": agrees(old["value"], diff)}]
+        + penalty.get("other_readings", []),
+    }
+
+
+def _point(r: Reading) -> dict[str, Any]:
+    out = {**_source(r), "value": r.value}
+    if r.shared_buffer_bytes is not None:
+        out["shared_buffer_bytes"] = r.shared_buffer_bytes
+    if r.determined:
+        out["confidence"] = r.entry.get("confidence")
+    else:
+        out["undetermined"] = r.entry.get("undetermined", "")
+    return out
