@@ -192,3 +192,19 @@ def test_the_mt4g_form_uses_mt4g_field_names_and_keeps_the_rest():
     # nothing is lost: quantities without an MT4G field and the undetermined stay, by our names
     assert "l2_tlb" in m["gpudissect"]["quantities_without_mt4g_field"]
     assert "sets" in m["gpudissect"]["undetermined"]["l1d"]
+
+
+def test_the_topology_table_puts_paper_and_driver_values_beside_the_measured_ones():
+    from gpudissect.report.topology_table import to_markdown, topology_table
+
+    docs = sorted(str(p) for p in H100.glob("*.json"))
+    doc = build_topology("gpu0", docs, REGISTRY)
+    paper = {"l1d": {"line_bytes": {"value": 64, "cite": "x"}}}
+    table = topology_table(doc, paper, "a paper")
+    rows = {row[0]: row for row in table.rows}
+    assert rows["L1 data"][2] == "128 B [64 B]"
+    assert "(driver 50 MiB)" in rows["L2"][1]
+    assert rows["Main memory"][1].endswith("(driver)")
+    # main memory's latency is the L2's miss latency
+    assert rows["Main memory"][3] == f"{doc['elements']['l2']['miss_latency_cycles']['value']:.0f}"
+    assert len(to_markdown(table)) == 2 + len(table.rows) + 1 + len(table.notes)

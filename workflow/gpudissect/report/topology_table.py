@@ -1,0 +1,129 @@
+"""The per-device topology table, in the form of Thesis Tables 5.4-5.9 (Größler: size, line,
+latency, shared with, caches per SM for each memory element), from the topology document, with a
+paper's values beside each measured one and the driver's values where the driver reports them.
+
+The table is data (`TopologyTable`): the Markdown and LaTeX renderings format the same cells.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+ROWS = (
+    ("l1d", "L1 data"),
+    ("texture", "Texture"),
+    ("readonly", "Read-only"),
+    ("constant_l1", "Constant L1"),
+    ("constant_l15", "Constant L1.5"),
+    ("shared", "Shared memory"),
+    ("l2", "L2"),
+    ("dram", "Main memory"),
+)
+COLUMNS = (
+    ("size_bytes", "Size"),
+    ("line_bytes", "Line"),
+    ("hit_latency_cycles", "Latency (cycles)"),
+    ("miss_penalty_cycles", "Miss penalty (cycles)"),
+    ("shared_with", "Shared with"),
+    ("instances_per_sm", "# / SM"),
+)
+NAMES = dict(ROWS)
+UNDETERMINED = "undetermined"
+
+
+@dataclass(frozen=True)
+class TopologyTable:
+    device: str
+    paper: str | None  # the comparison column's source, e.g. "Thesis Table 5.4"
+    header: tuple[str, ...]
+    rows: tuple[tuple[str, ...], ...]
+    notes: tuple[str, ...]
+
+
+def fmt_bytes(n: float) -> str:
+    for unit, scale in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if n >= scale:
+            v = n / scale
+            return f"{v:.0f} {unit}" if abs(v - round(v)) < 0.005 else f"{v:.2f} {unit}"
+    return f"{n:.0f} B"
+
+
+def _fmt(quantity: str, value: Any) -> str:
+    if value is None:
+        return UNDETERMINED
+    if quantity == "shared_with":
+        return ", ".join(NAMES.get(v, v) for v in value) if value else "none"
+    if quantity.endswith("_bytes"):
+        return fmt_bytes(float(value))
+    if quantity.endswith("_cycles"):
+        return f"{float(value):.0f}" if float(value) >= 100 else f"{float(value):.1f}"
+    return str(value)
+
+
+def _cell(element, quantity, entry, paper_values) -> str:
+    measured = _fmt(quantity, entry.get("value")) if entry else "-"
+    if entry and entry.get("value") is None and "lower_bound" in entry:
+        measured = f"> {fmt_bytes(float(entry['lower_bound']))}"
+    if entry and entry.get("carveout_pct") is not None and quantity == "size_bytes":
+        measured += f" @{entry['carveout_pct']}%"
+    if entry and entry.get("experiment") == "driver":
+        measured += " (driver)"
+    if entry and "driver_value" in entry:
+        measured += f" (driver {_fmt(quantity, entry['driver_value'])})"
+    paper = (paper_values.get(element) or {}).get(quantity)
+    if paper is not None:
+        measured += f" [{_fmt(quantity, paper['value'])}]"
+    return measured
+
+
+def topology_table(
+    topology: dict[str, Any], paper_values: dict[str, Any] | None = None, paper: str | None = None
+) -> TopologyTable:
+    """The table of one topology document; `paper_values` ({element: {quantity: {value,
+    cite}}}) fill the bracketed comparison values."""
+    paper_values = paper_values or {}
+    elements = dict(topology.get("elements") or {})
+    l2_miss = (elements.get("l2") or {}).get("miss_latency_cycles")
+    if l2_miss:  # main memory: the latency of an access that misses the L2
+        elements["dram"] = {**elements.get("dram", {}), "hit_latency_cycles": l2_miss}
+    if "latency_cycles" in (paper_values.get("dram") or {}):
+        paper_values = {
+            **paper_values,
+            "dram": {
+                **paper_values["dram"],
+                "hit_latency_cycles": paper_values["dram"]["latency_cycles"],
+            },
+        }
+    rows = []
+    for element, name in ROWS:
+        quantities = elements.get(element)
+        if not quantities and element not in paper_values:
+            continue
+        quantities = quantities or {}
+        rows.append(
+            (name,) + tuple(_cell(element, q, quantities.get(q), paper_values) for q, _ in COLUMNS)
+        )
+    notes = []
+    if paper:
+        notes.append(f"[bracketed]: {paper}.")
+    notes.append(
+        "@N%: the L1/shared carveout the size was measured at; (driver ...): what the driver "
+        "reports; -: not measured on this device; undetermined: measured, the data do not decide."
+    )
+    return TopologyTable(
+        device=topology["device"],
+        paper=paper,
+        header=("Element",) + tuple(h for _, h in COLUMNS),
+        rows=tuple(rows),
+        notes=tuple(notes),
+    )
+
+
+def to_markdown(table: TopologyTable) -> list[str]:
+    lines = [
+        "| " + " | ".join(table.header) + " |",
+        "|" + "---|" * len(table.header),
+    ]
+    lines += ["| " + " | ".join(row) + " |" for row in table.rows]
+    return lines + [""] + [f"_{n}_" for n in table.notes]
