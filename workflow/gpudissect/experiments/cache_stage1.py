@@ -37,10 +37,13 @@ import pyarrow as pa
 
 from ..analysis import cache_levels as cl
 from ..analysis import cache_line
+from ..analysis.misses import first_miss_bracket
 from ..backends.base import Backend, ChaseWork
-from ..config import DeviceEntry, SizeRange, check_stride_and_sizes
+from ..config import AUTO, DeviceEntry, SizeRange, check_stride_and_sizes
 from ..exceptions import ConfigError, TraceError
 from ..patterns import chain_pass_steps, stride_chain
+from ..sizesearch import search_size
+from .auto_ranges import size_plan
 
 log = logging.getLogger(__name__)
 
@@ -72,7 +75,7 @@ SCHEMA = pa.schema(
 
 @dataclass(frozen=True)
 class LevelSweep:
-    array_bytes: SizeRange
+    array_bytes: SizeRange | None  # None: `auto`, the size search (`auto_plan`)
     stride_bytes: int
     size_resolution_bytes: int
 
@@ -112,10 +115,13 @@ def parse_params(section: dict, key: str) -> Stage1Params:
             where = f"{key}.paths.{name}.levels[{i}]"
             r = lv["array_bytes"]
             sweep = LevelSweep(
-                SizeRange(r["start"], r["stop"], r["step"]),
+                None if r == AUTO else SizeRange(r["start"], r["stop"], r["step"]),
                 lv["stride_bytes"],
                 lv["size_resolution_bytes"],
             )
+            if sweep.array_bytes is None:
+                levels.append(sweep)
+                continue
             check_stride_and_sizes(sweep.array_bytes, sweep.stride_bytes, where)
             if name == "const" and sweep.array_bytes.stop > CONST_LIMIT_BYTES:
                 raise ConfigError(
@@ -271,14 +277,23 @@ def _stride_chase(rec, path, level, phase, array_bytes, stride_bytes, record_ste
     )
 
 
-def _size(rec, params, path, level, sweep, stride_bytes) -> cl.SizeFinding:
-    """Coarse grid, then refinement inside the bracket of the first miss."""
+def _size(rec, params, path, level, sweep, stride_bytes, below) -> cl.SizeFinding:
+    """Coarse grid, then refinement inside the bracket of the first miss; with `auto`, the
+    size search from the driver's facts (`below`: the size of the level in front, or None)."""
     latencies: dict[int, np.ndarray] = {}
 
-    def size_point(n: int) -> None:
+    def size_point(n: int) -> np.ndarray:
         frame = _stride_chase(rec, path, level, "size", n, stride_bytes, params.record_steps)
         latencies[n] = frame["latency_cycles"].to_numpy(np.float64)
+        return latencies[n]
 
+    if sweep.array_bytes is None:
+        plan = size_plan(
+            rec.backend.facts(), path=path, level=level, stride_bytes=stride_bytes,
+            resolution_bytes=sweep.size_resolution_bytes, below_bytes=below,
+        )  # fmt: skip
+        search_size(size_point, first_miss_bracket, plan)
+        return cl.locate_size(list(latencies), list(latencies.values()))
     for n in sweep.array_bytes.sizes():
         if n >= stride_bytes:
             size_point(n)
@@ -381,18 +396,18 @@ def _line(rec, params, path, level, finding, first_bytes) -> int | None:
         rows = frame if rows.empty else pd.concat([rows, frame])
 
 
-def _run_level(rec, params, path, level, sweep, stride_bytes):
-    """One level's phases; returns its line size (or granule) for the next level."""
-    finding = _size(rec, params, path, level, sweep, stride_bytes)
+def _run_level(rec, params, path, level, sweep, stride_bytes, below):
+    """One level's phases; returns its line size (or granule) and size for the next level."""
+    finding = _size(rec, params, path, level, sweep, stride_bytes, below)
     if finding.size_bytes is None:
         log.info("%s level %d: size undetermined (%s)", path, level, finding.reason)
-        return None
+        return None, None
     grain = _granule(rec, params, path, level, finding)
     g, _ = cl.level_granule(grain, finding.classifier)
     if g.granule_bytes is None:
         log.info("%s level %d: granule undetermined (%s)", path, level, g.reason)
     line = _line(rec, params, path, level, finding, g.granule_bytes or stride_bytes)
-    return line or g.granule_bytes
+    return line or g.granule_bytes, finding.size_bytes
 
 
 def run(
@@ -410,14 +425,16 @@ def run(
     available = backend_paths(backend)
     todo = [p for p in params.paths if p.enabled and (available is None or p.path in available)]
     for i, p in enumerate(todo):
-        previous_line = None
+        previous_line = previous_size = None
         for level, sweep in enumerate(p.levels, start=1):
             stride = sweep.stride_bytes
             if level > 1:
                 if previous_line is None:
                     break  # the level in front is undetermined: nothing to build on
                 stride = max(stride, previous_line)
-            previous_line = _run_level(rec, params, p.path, level, sweep, stride)
+            previous_line, previous_size = _run_level(
+                rec, params, p.path, level, sweep, stride, previous_size
+            )
         if progress:
             progress(i + 1, len(todo))
     if not rec.frames:

@@ -1,0 +1,68 @@
+"""Automatic sweep ranges (`auto` in a config) from the driver's facts (`DeviceFacts`).
+
+Size searches (`size_plan`: `l1_size`, `cache_stage1`), per load path and level: where each
+search starts, where it gives up, and how fine it ends.
+
+- L1-family paths (`ca`, `nc`, `tex`): from 16 strides up to twice the shared memory per SM
+  (rounded up to a power of two): the L1 and shared memory are one array since Fermi, and the
+  L1 part is never larger than the whole; dense at the configured resolution.
+- `cg` (the L2): from 1/64 of the driver's L2 size up to twice it, dense at 1/256 of it (a
+  power of two, at least the configured resolution): the L2 is tens of MiB on recent GPUs, and a
+  point costs one warm-up pass over the array, so the search ends coarser and closer (4 steps).
+- `const`: the first level from 16 strides, the second from twice the first level's size (a
+  power of two: every access then misses the first level), both bounded by the 64 KiB of
+  constant memory; a level that does not miss there is "larger than 64 KiB".
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..backends.facts import DeviceFacts
+from ..sizesearch import SearchPlan
+
+FALLBACK_SHARED_BYTES = 256 * 1024  # no shared size from the driver: Hopper's whole array
+FALLBACK_L2_BYTES = 64 << 20  # no L2 size from the driver: larger than any L2 so far
+L1_PATHS = ("ca", "nc", "tex")
+
+
+def pow2_ceil(n: int) -> int:
+    return 1 << int(np.ceil(np.log2(max(n, 1))))
+
+
+def pow2_floor(n: int) -> int:
+    return 1 << int(np.floor(np.log2(max(n, 1))))
+
+
+def size_plan(
+    facts: DeviceFacts,
+    *,
+    path: str,
+    level: int,
+    stride_bytes: int,
+    resolution_bytes: int,
+    below_bytes: int | None = None,
+) -> SearchPlan:
+    """The search of one level; `below_bytes` is the size of the level in front (const L1.5)."""
+    resolution = max(resolution_bytes, stride_bytes)
+    resolution = resolution if resolution % stride_bytes == 0 else stride_bytes
+    if path == "cg":
+        l2 = facts.l2_bytes or FALLBACK_L2_BYTES
+        res = max(resolution, pow2_floor(l2 // 256))
+        start = max(res, pow2_floor(l2 // 64))
+        return SearchPlan(
+            start_bytes=start, limit_bytes=max(2 * pow2_ceil(l2), 4 * start),
+            resolution_bytes=res, dense_steps=4,
+        )  # fmt: skip
+    if path == "const":
+        limit = facts.const_memory_bytes
+        start = 16 * resolution if level == 1 or not below_bytes else pow2_ceil(2 * below_bytes)
+        return SearchPlan(start_bytes=min(start, limit // 4), limit_bytes=limit,
+                          resolution_bytes=resolution)  # fmt: skip
+    shared = facts.shared_per_sm_bytes or FALLBACK_SHARED_BYTES
+    start = 16 * resolution
+    return SearchPlan(
+        start_bytes=start,
+        limit_bytes=max(pow2_ceil(2 * shared), 4 * start),
+        resolution_bytes=resolution,
+    )
