@@ -117,3 +117,48 @@ def search_size(
     if bracket is None:
         return SearchOutcome(None, None, "the first miss vanished in the dense sweep", order)
     return SearchOutcome(int(bracket[0]), int(bracket[1]), None, order)
+
+
+# (sizes, per-size latency groups) -> brackets (before, after) of every latency step
+FindSteps = Callable[[Sequence[int], Sequence[np.ndarray]], "list[tuple[int, int]]"]
+
+
+def refine_steps(
+    measure: Callable[[int], np.ndarray],
+    find_steps: FindSteps,
+    *,
+    grid_bytes: Sequence[int],
+    resolution_bytes: int,
+    align_bytes: int,
+    max_rounds: int = 8,
+) -> list[tuple[int, int]]:
+    """A coarse grid, then the midpoint of every step's bracket wider than `resolution_bytes`,
+    until each is that narrow (a binary search per step, all steps at once): several steps
+    (the L2's near and far partitions, then DRAM) each to the resolution. `measure(n)` runs and
+    records the launches at size n; every size is a multiple of `align_bytes`."""
+    measured: dict[int, np.ndarray] = {}
+
+    def point(n: int) -> None:
+        if n not in measured:
+            measured[n] = np.asarray(measure(n), dtype=np.float64)
+
+    def steps() -> list[tuple[int, int]]:
+        sizes = sorted(measured)
+        return find_steps(sizes, [measured[s] for s in sizes])
+
+    for n in grid_bytes:
+        point(n)
+    brackets = steps()
+    for _ in range(max_rounds):
+        mids = []
+        for lo, hi in brackets:
+            mid = (lo + hi) // 2
+            mid -= mid % align_bytes
+            if hi - lo > resolution_bytes and lo < mid < hi and mid not in measured:
+                mids.append(mid)
+        if not mids:
+            break
+        for m in mids:
+            point(m)
+        brackets = steps()
+    return brackets

@@ -1,7 +1,8 @@
 """Automatic sweep ranges (`auto` in a config) from the driver's facts (`DeviceFacts`).
 
 Size searches (`size_plan`: `l1_size`, `cache_stage1`), per load path and level: where each
-search starts, where it gives up, and how fine it ends.
+search starts, where it gives up, and how fine it ends. Footprint grids (`l2_grid`) whose steps
+are then refined (`sizesearch.refine_steps`).
 
 - L1-family paths (`ca`, `nc`, `tex`): from 16 strides up to twice the shared memory per SM
   (rounded up to a power of two): the L1 and shared memory are one array since Fermi, and the
@@ -66,3 +67,16 @@ def size_plan(
         limit_bytes=max(pow2_ceil(2 * shared), 4 * start),
         resolution_bytes=resolution,
     )
+
+
+def l2_grid(facts: DeviceFacts, *, stride_bytes: int) -> tuple[list[int], int]:
+    """The `l2` footprints of `array_bytes: auto` and the resolution its steps are refined to:
+    from 1/4 to 5/4 of the driver's L2 size in steps of 1/8 (two footprints that fit, to learn
+    the hit latency, then the whole L2), then 2 and 4 times it (an L2 that keeps much of a
+    slightly larger array - random replacement, hashed sets - misses on nearly every access
+    only there); each step is then halved down to 1/32 of the L2 (Hopper: the near partition's
+    share at about 24 of 50 MiB, the L2 size, DRAM)."""
+    l2 = facts.l2_bytes or FALLBACK_L2_BYTES
+    step = max(stride_bytes, l2 // 8 - (l2 // 8) % stride_bytes)
+    resolution = max(stride_bytes, l2 // 32 - (l2 // 32) % stride_bytes)
+    return [k * step for k in range(2, 11)] + [16 * step, 32 * step], resolution
