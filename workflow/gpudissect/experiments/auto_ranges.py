@@ -20,6 +20,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..backends.facts import DeviceFacts
+from ..config import SizeRange
 from ..sizesearch import SearchPlan
 
 FALLBACK_SHARED_BYTES = 256 * 1024  # no shared size from the driver: Hopper's whole array
@@ -80,3 +81,18 @@ def l2_grid(facts: DeviceFacts, *, stride_bytes: int) -> tuple[list[int], int]:
     step = max(stride_bytes, l2 // 8 - (l2 // 8) % stride_bytes)
     resolution = max(stride_bytes, l2 // 32 - (l2 // 32) % stride_bytes)
     return [k * step for k in range(2, 11)] + [16 * step, 32 * step], resolution
+
+
+def l2_flush_range(facts: DeviceFacts, *, align_bytes: int) -> tuple[SizeRange, int]:
+    """The `l2_flush` copies of `size_bytes: auto` and the flush of `flush_bytes: auto`: copies
+    of 1/4 to 2 times the driver's L2 size in steps of 1/16, a flush of four L2 sizes (whole
+    MiB). The gap grows up to the L2 size and is flat for as long again; in copies much smaller
+    than the L2 it is flat too, hidden by the fixed cost of a launch, and would bend the line
+    the analysis fits to its growth. The analysis calls a size past the line once the gap falls
+    3% behind it (`analysis.l2_flush.LINE_TOLERANCE`): a finer step than 1/16 only moves the
+    first size it can see falling behind past the L2."""
+    l2 = facts.l2_bytes or FALLBACK_L2_BYTES
+    step = max(align_bytes, l2 // 16 - (l2 // 16) % align_bytes)
+    mib = 1 << 20
+    flush = -(-4 * l2 // mib) * mib
+    return SizeRange(4 * step, 32 * step, step), flush
