@@ -96,3 +96,16 @@ def l2_flush_range(facts: DeviceFacts, *, align_bytes: int) -> tuple[SizeRange, 
     mib = 1 << 20
     flush = -(-4 * l2 // mib) * mib
     return SizeRange(4 * step, 32 * step, step), flush
+
+
+def classic_sizes(size_bytes: int, *, stride_bytes: int) -> tuple[tuple[int, ...], SizeRange]:
+    """`pchase_classic`'s sizes around a cache of `size_bytes`: Saavedra's two fixed arrays,
+    the size itself (Saavedra reads the size from an array that just fits, as TPDS Fig. 5's
+    12 KB on a 12 KB cache) and four times it; Wong's sweep from 7/8 to 9/8 of the size in
+    steps of about 1/128 (a power of two, at least the stride)."""
+    fits = size_bytes - size_bytes % 4
+    saavedra = (fits, 4 * fits)
+    step = max(stride_bytes, pow2_floor(size_bytes // 128))
+    start = max(step, (7 * size_bytes // 8) // step * step)
+    stop = -(-(9 * size_bytes // 8) // step) * step
+    return saavedra, SizeRange(start, stop, step)
