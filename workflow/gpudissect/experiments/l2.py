@@ -13,7 +13,6 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 
-from ..analysis.l2 import step_brackets
 from ..backends.base import Backend, ChaseWork
 from ..config import AUTO, DeviceEntry
 from ..exceptions import ConfigError
@@ -121,6 +120,9 @@ def run(
         for n in p.array_bytes:
             measure(n)
     else:
+        # the step rule needs scipy.stats: imported only where the sweep refines
+        from ..analysis.l2 import step_brackets
+
         grid, resolution = l2_grid(backend.facts(), stride_bytes=p.stride_bytes)
         refine_steps(measure, step_brackets, grid_bytes=grid, resolution_bytes=resolution,
                      align_bytes=p.stride_bytes)  # fmt: skip
