@@ -10,7 +10,14 @@ import yaml
 from gpudissect.backends.facts import DeviceFacts
 from gpudissect.backends.sim import SimBackend
 from gpudissect.config import load, load_schema, parse
-from gpudissect.experiments.auto_ranges import classic_sizes, l2_flush_range, l2_grid, size_plan
+from gpudissect.exceptions import ConfigError
+from gpudissect.experiments.auto_ranges import (
+    classic_sizes,
+    l2_flush_range,
+    l2_grid,
+    size_plan,
+    walk_memory_bytes,
+)
 from gpudissect.families import family
 
 REPO = Path(__file__).resolve().parents[1]
@@ -200,3 +207,27 @@ def test_h100_like_constant_levels_up_to_the_64_kib_limit():
     # no constant L1.5 in the twin: nothing up to the 64 KiB of constant memory misses
     l15 = doc["paths"]["const"]["levels"][1]["size_bytes"]
     assert l15["value"] is None and "65536" in l15["undetermined"]
+
+
+def test_walks_span_nine_tenths_of_the_memory_or_ask_for_a_size():
+    # H100: 90% of 85520809984 bytes, in whole 32 MiB strides (71.68 GiB; the hand-set 72 GiB)
+    n = walk_memory_bytes(H100, align_bytes=32 << 20, key="tlbs.max_array_bytes")
+    assert n == (int(0.9 * 85520809984) // (32 << 20)) * (32 << 20) == 2293 * (32 << 20)
+    unknown = DeviceFacts(source="profile", name="x", compute_capability=None, sm_count=1,
+                          max_threads_per_sm=1024)  # fmt: skip
+    with pytest.raises(ConfigError, match="tlbs.max_array_bytes: auto needs the device memory"):
+        walk_memory_bytes(unknown, align_bytes=1 << 21, key="tlbs.max_array_bytes")
+
+
+def test_tlb_walks_over_nine_tenths_of_the_memory_find_the_explicit_tlbs():
+    # GTX780: 3072 MB (TPDS Table III), so the walks span 2.7 GiB instead of the twin's 1 GiB
+    name = "gtx780"
+    a, _ = _analyse(name, "tlbs", TWINS.device(name).experiments["tlbs"])
+    b, data = _analyse(name, "tlbs", {"max_array_bytes": "auto"})
+    assert data["array_bytes"].max() > 1 << 30
+    for element in ("l1_tlb", "l2_tlb"):
+        for key in ("entries", "page_bytes", "sets", "ways_per_set", "policy"):
+            assert _value(b["elements"], element, key) == _value(a["elements"], element, key)
+    assert _value(b["elements"], "l2_tlb", "entries") == 65
+    window = ("page_table", "page_table_window_bytes")
+    assert _value(b, *window) == _value(a, *window) == 512 << 20

@@ -21,6 +21,7 @@ import numpy as np
 
 from ..backends.facts import DeviceFacts
 from ..config import SizeRange
+from ..exceptions import ConfigError
 from ..sizesearch import SearchPlan
 
 FALLBACK_SHARED_BYTES = 256 * 1024  # no shared size from the driver: Hopper's whole array
@@ -109,3 +110,18 @@ def classic_sizes(size_bytes: int, *, stride_bytes: int) -> tuple[tuple[int, ...
     start = max(step, (7 * size_bytes // 8) // step * step)
     stop = -(-(9 * size_bytes // 8) // step) * step
     return saavedra, SizeRange(start, stop, step)
+
+
+MEMORY_SHARE = 0.9  # of the device memory a sparse walk may span: the rest for the context
+
+
+def walk_memory_bytes(facts: DeviceFacts, *, align_bytes: int, key: str) -> int:
+    """`max_array_bytes: auto` of the TLB walks: 90% of the memory the driver reports, a multiple
+    of `align_bytes` (a TLB past the reach of the memory cannot be overflowed anyway)."""
+    if not facts.total_memory_bytes:
+        raise ConfigError(
+            f"{key}: auto needs the device memory size, which the driver (or the profile's "
+            "dram.size_bytes) does not give; allowed: an explicit size in bytes"
+        )
+    n = int(MEMORY_SHARE * facts.total_memory_bytes)
+    return n - n % align_bytes
