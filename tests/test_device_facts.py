@@ -58,3 +58,22 @@ def test_a_twin_without_a_memory_size_reports_none():
     facts = SimBackend(profile_path=REPO / "tests" / "data" / "tiny_profile.yaml").facts()
     assert facts.total_memory_bytes is None
     assert facts.source == "profile"
+
+
+def test_every_trace_records_the_facts_its_ranges_came_from(tmp_path):
+    from gpudissect.config import parse
+    from gpudissect.sweep import run_experiment
+    from gpudissect.traces import read_trace
+
+    raw = {"name": "tiny", "backend": "sim", "profile": "tests/data/tiny_profile.yaml"}
+    device = parse({"devices": [raw]}, base_dir=REPO).devices[0]
+    trace = read_trace(run_experiment(device, "l1_size", out=tmp_path / "t.parquet"))
+    facts = trace.provenance["device_facts"]
+    # tests/data/tiny_profile.yaml: 1 SM of 32 warps, a 16 KiB L2, no shared or memory size
+    assert facts["source"] == "profile" and facts["sm_count"] == 1
+    assert facts["max_threads_per_sm"] == 1024 and facts["l2_bytes"] == 16384
+    assert facts["total_memory_bytes"] is None
+    # the automatic search (array_bytes defaults to auto) ran from 4 strides (512 B) and
+    # bracketed the 2 KiB L1 at the stride
+    sizes = set(trace.data["array_bytes"])
+    assert {512, 1024, 2048, 2048 + 128} <= sizes

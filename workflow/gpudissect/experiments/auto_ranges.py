@@ -4,13 +4,13 @@ Size searches (`size_plan`: `l1_size`, `cache_stage1`), per load path and level:
 search starts, where it gives up, and how fine it ends. Footprint grids (`l2_grid`) whose steps
 are then refined (`sizesearch.refine_steps`).
 
-- L1-family paths (`ca`, `nc`, `tex`): from 16 strides up to twice the shared memory per SM
+- L1-family paths (`ca`, `nc`, `tex`): from 4 strides up to twice the shared memory per SM
   (rounded up to a power of two): the L1 and shared memory are one array since Fermi, and the
   L1 part is never larger than the whole; dense at the configured resolution.
 - `cg` (the L2): from 1/64 of the driver's L2 size up to twice it, dense at 1/256 of it (a
   power of two, at least the configured resolution): the L2 is tens of MiB on recent GPUs, and a
   point costs one warm-up pass over the array, so the search ends coarser and closer (4 steps).
-- `const`: the first level from 16 strides, the second from twice the first level's size (a
+- `const`: the first level from 4 strides, the second from twice the first level's size (a
   power of two: every access then misses the first level), both bounded by the 64 KiB of
   constant memory; a level that does not miss there is "larger than 64 KiB".
 """
@@ -59,11 +59,11 @@ def size_plan(
         )  # fmt: skip
     if path == "const":
         limit = facts.const_memory_bytes
-        start = 16 * resolution if level == 1 or not below_bytes else pow2_ceil(2 * below_bytes)
+        start = 4 * resolution if level == 1 or not below_bytes else pow2_ceil(2 * below_bytes)
         return SearchPlan(start_bytes=min(start, limit // 4), limit_bytes=limit,
                           resolution_bytes=resolution)  # fmt: skip
     shared = facts.shared_per_sm_bytes or FALLBACK_SHARED_BYTES
-    start = 16 * resolution
+    start = 4 * resolution  # a walk of 4 lines: smaller than any cache
     return SearchPlan(
         start_bytes=start,
         limit_bytes=max(pow2_ceil(2 * shared), 4 * start),

@@ -84,7 +84,7 @@ def parse_params(section: dict, key: str) -> L1SizeSweep:
 
 def auto_plan(sweep: L1SizeSweep, facts: DeviceFacts) -> SearchPlan:
     """The size search of `array_bytes: auto`: the L1-family rule of `auto_ranges.size_plan`
-    (from 16 strides up to twice the shared memory per SM, dense at the stride)."""
+    (from 4 strides up to twice the shared memory per SM, dense at the stride)."""
     return size_plan(facts, path="ca", level=1, stride_bytes=sweep.stride_bytes,
                      resolution_bytes=sweep.stride_bytes)  # fmt: skip
 
