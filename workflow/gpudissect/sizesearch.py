@@ -95,8 +95,9 @@ def search_size(
         n = min(2 * n, plan.limit_bytes)
     if bracket is None:
         reason = (
-            f"no size from {plan.start_bytes} to {max(measured)} bytes misses: the bound lies "
-            f"beyond {max(measured)} bytes (the search's limit)"
+            f"no first miss from {plan.start_bytes} to {max(measured)} bytes: the bound lies "
+            f"beyond {max(measured)} bytes (the search's limit), or the smallest sizes already "
+            "miss (the analysis tells which)"
         )
         return SearchOutcome(None, None, reason, order)
     # 2. binary search of the bracket, down to dense_steps resolution steps
