@@ -38,19 +38,19 @@ import pyarrow as pa
 from ..analysis import cache_levels as cl
 from ..analysis import cache_line
 from ..analysis.misses import first_miss_bracket
-from ..backends.base import Backend, ChaseWork
+from ..backends.base import Backend
 from ..config import AUTO, DeviceEntry, SizeRange, check_stride_and_sizes
 from ..exceptions import ConfigError, TraceError
 from ..patterns import chain_pass_steps, stride_chain
 from ..sizesearch import search_size
 from .auto_ranges import size_plan
+from .chase_recorder import ChaseRecorder, backend_paths
 
 log = logging.getLogger(__name__)
 
 NAME = "cache_stage1"
 KERNELS = ("pchase",)
 PATHS = ("ca", "cg", "nc", "tex", "const")
-NO_CARVEOUT = -1
 CONST_LIMIT_BYTES = cl.CONST_LIMIT_BYTES
 
 SCHEMA = pa.schema(
@@ -140,96 +140,6 @@ def parse_params(section: dict, key: str) -> Stage1Params:
         line_windows=section["line_windows"],
         paths=tuple(paths),
     )
-
-
-def backend_paths(backend: Backend) -> tuple[str, ...] | None:
-    """Load paths the backend can run (None: it does not say; try all)."""
-    profile = getattr(backend, "profile", None)
-    if profile is not None:
-        return tuple(profile.paths)
-    return getattr(backend, "paths", None)
-
-
-def accessed_elements(
-    chain: np.ndarray, indices: np.ndarray, *, first_element: int | None = None
-) -> np.ndarray:
-    """The element each recorded load read: the previous load's value; the first one's
-    predecessor in the chain (unique on a permutation or on a cycle among self-loops), or
-    `first_element` when the caller knows it (no warm-up: the start)."""
-    if first_element is not None:
-        first = np.array([first_element])
-    else:
-        first = np.flatnonzero(chain == indices[0])
-    if first.size > 1:
-        first = first[chain[first] != first]
-    if first.size != 1:
-        raise TraceError(
-            f"cannot place the first recorded load: {first.size} elements point to "
-            f"{int(indices[0])}; the chain must be a permutation or a cycle among self-loops"
-        )
-    elements = np.concatenate([first, indices[:-1]]).astype(np.int64)
-    if not np.array_equal(chain[elements], indices):
-        bad = int(np.flatnonzero(chain[elements] != indices)[0])
-        raise TraceError(
-            f"the kernel returned index {int(indices[bad])} at step {bad}, but the chain holds "
-            f"{int(chain[elements[bad]])} there: the loads did not follow the chain"
-        )
-    return elements
-
-
-class ChaseRecorder:
-    """Runs chase launches, numbers them, and keeps one DataFrame per launch."""
-
-    def __init__(self, backend: Backend, *, carveout_pct: int, shared_buffer_bytes: int):
-        self.backend = backend
-        self.carveout = carveout_pct if backend.supports_carveout else NO_CARVEOUT
-        self.buffer = shared_buffer_bytes
-        self.frames: list[pd.DataFrame] = []
-        self.point = 0
-
-    def chase(
-        self,
-        *,
-        path: str,
-        chain: np.ndarray,
-        warmup_steps: int,
-        record_steps: int,
-        columns: dict,
-        start_index: int = 0,
-    ) -> pd.DataFrame:
-        work = ChaseWork(
-            path=path,
-            chain=chain,
-            start_index=start_index,
-            warmup_steps=warmup_steps,
-            record_steps=record_steps,
-            shared_buffer_bytes=self.buffer,
-        )
-        result = self.backend.run_chase(
-            work,
-            carveout_pct=None if self.carveout < 0 else self.carveout,
-            seed=self.point,
-        )
-        elements = accessed_elements(
-            chain, result.indices, first_element=start_index if warmup_steps == 0 else None
-        )
-        n = len(result.latency_cycles)
-        frame = pd.DataFrame(
-            {
-                "point": np.full(n, self.point, np.int32),
-                **{k: np.full(n, v) for k, v in columns.items()},
-                "carveout_pct": np.full(n, self.carveout, np.int16),
-                "shared_buffer_bytes": np.full(n, self.buffer, np.int32),
-                "step": np.arange(n, dtype=np.int32),
-                "address_bytes": elements * work.element_bytes,
-                "index": result.indices,
-                "latency_cycles": result.latency_cycles,
-                "sm_clock_mhz": np.full(n, result.sm_clock_mhz, np.float32),
-            }
-        )
-        self.frames.append(frame)
-        self.point += 1
-        return frame
 
 
 def _walk(
