@@ -19,6 +19,9 @@ class _Fake(Backend):
     def device_info(self):
         return {}
 
+    def facts(self):
+        raise NotImplementedError
+
     @property
     def supports_carveout(self):
         return False

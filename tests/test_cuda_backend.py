@@ -66,6 +66,15 @@ def test_device_info_has_provenance(backend):
     assert clocks["sm_clock_mhz"] and clocks["sm_clock_mhz"] > 0
 
 
+def test_facts_come_from_the_driver(backend):
+    facts = backend.facts()
+    assert facts.source == "driver"
+    assert facts.sm_count > 0 and facts.max_threads_per_sm >= 1024
+    assert facts.l2_bytes and facts.l2_bytes >= 1 << 20
+    assert facts.shared_per_block_optin_bytes <= facts.shared_per_sm_bytes
+    assert facts.total_memory_bytes > facts.l2_bytes
+
+
 def test_sparse_chain_walks_like_the_dense_one(backend):
     # 64 MiB array, every 2 MiB: only 32 elements hold values; the walk must visit them in order
     n = (64 << 20) // 4

@@ -24,6 +24,9 @@ SCHEMA_DIR = REPO_ROOT / "config" / "schemas"
 CONFIG_SCHEMA = SCHEMA_DIR / "config.schema.yaml"
 
 
+AUTO = "auto"  # a sweep range the sweep derives from the driver's facts and earlier results
+
+
 @dataclass(frozen=True)
 class SizeRange:
     start: int
@@ -86,6 +89,9 @@ def load_schema(path: Path = CONFIG_SCHEMA) -> dict[str, Any]:
     return schema
 
 
+_FORMS = {"sizeRange": "a range {start, stop, step}"}  # how an error names a schema $def
+
+
 def _key_path(parts) -> str:
     out = ""
     for p in parts:
@@ -114,6 +120,14 @@ def describe_error(err: jsonschema.ValidationError) -> str:
         return f"{key}: {err.instance!r} does not match the allowed form {s['pattern']}"
     if v == "multipleOf":
         return f"{key}: {err.instance!r} is not allowed; allowed: a multiple of {s['multipleOf']}"
+    if v in ("anyOf", "oneOf"):
+        # a mapping meant the range form: name what is wrong inside it
+        inner = [e for e in err.context if e.validator != "const"]
+        if isinstance(err.instance, dict) and inner:
+            return describe_error(jsonschema.exceptions.best_match(inner))
+        forms = [str(o.get("const", o.get("$ref", o.get("type", "?")))) for o in s[v]]
+        allowed = ", ".join(_FORMS.get(f.split("/")[-1], f.split("/")[-1]) for f in forms)
+        return f"{key}: {err.instance!r} is not allowed; allowed: one of {allowed}"
     if v == "minItems":
         return f"{key}: needs at least {s['minItems']} item(s)"
     return f"{key}: {err.message}"

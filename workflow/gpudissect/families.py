@@ -121,6 +121,19 @@ def _stage1_result_input(device: Any) -> dict[str, str]:
     return {"cache_stage1": f"results/analysis/{device.name}/cache_stage1.json"}
 
 
+def _classic_stage1_input(device: Any) -> dict[str, str]:
+    """The classic P-chase's automatic sizes lie around the size stage 1 measured, when it runs
+    and the config leaves a size to `auto`."""
+    section = device.experiments.get("pchase_classic", {})
+    auto = "auto" in (
+        section.get("saavedra", {}).get("array_bytes"),
+        section.get("wong", {}).get("array_bytes"),
+    )
+    if not (auto and device.enabled("cache_stage1")):
+        return {}
+    return _stage1_result_input(device)
+
+
 # Figure stems Snakemake needs before any job runs (the plot functions return exactly these).
 _REQUEST_PATTERNS = ("unq", "merger2", "merger4", "merger8", "merger16", "merger32")
 
@@ -158,6 +171,7 @@ _FAMILIES = (
         plot="plotting.classic:plot_classic",
         figures=("pchase_classic",),
         report_section="report.sections:pchase_classic_section",
+        sweep_inputs=_classic_stage1_input,
     ),
     Family(
         name="l2",

@@ -50,6 +50,7 @@ def run_experiment(
     with open_backend(device, cubin_dir=cubin_dir) as backend:
         clocks_before = backend.clocks()
         info = backend.device_info()
+        facts = backend.facts()
         data = fam.run(
             backend,
             params,
@@ -66,6 +67,8 @@ def run_experiment(
         "device": device.name,
         "backend": device.backend,
         "device_info": info,
+        # the driver's facts the automatic sweep ranges started from (never read by an analysis)
+        "device_facts": facts.as_dict(),
         "clocks_before": clocks_before,
         "clocks_after": clocks_after,
         "carveouts_pct": list(device.carveouts) if backend.supports_carveout else None,

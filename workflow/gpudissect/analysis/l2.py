@@ -358,6 +358,20 @@ def miss_latency(
     )
 
 
+def _rising_steps(sizes, groups) -> list[Step]:
+    return [
+        s for s in find_steps(sizes, groups, summary="median", min_relative_step=0.05) if s.rise > 0
+    ]
+
+
+def step_brackets(sizes, groups) -> list[tuple[int, int]]:
+    """The decision the adaptive footprint sweep asks for (`sizesearch.refine_steps`): the
+    footprints each latency step lies between, by the rule the analysis applies below."""
+    if len(sizes) < 3:
+        return []
+    return [(int(s.x_before), int(s.x_after)) for s in _rising_steps(np.asarray(sizes), groups)]
+
+
 def analyse(
     data: pd.DataFrame, *, provenance: dict[str, Any], inputs: dict | None = None
 ) -> dict[str, Any]:
@@ -371,9 +385,7 @@ def analyse(
     by = data.groupby("array_bytes")["latency_cycles"]
     sizes = np.array(sorted(by.groups), dtype=np.int64)
     groups = [by.get_group(n).to_numpy(dtype=float) for n in sizes]
-    steps = [
-        s for s in find_steps(sizes, groups, summary="median", min_relative_step=0.05) if s.rise > 0
-    ]
+    steps = _rising_steps(sizes, groups)
     step_list = [
         {
             "footprint_before_bytes": int(s.x_before),

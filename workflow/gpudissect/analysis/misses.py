@@ -112,3 +112,13 @@ class FirstMissDetector:
         )
         self._hit, self._threshold = hit, float(threshold)
         return self
+
+
+def first_miss_bracket(sizes, groups, *, alpha: float = 0.01) -> tuple[int, int] | None:
+    """The decision an adaptive size sweep asks for (`sizesearch.search_size`): the largest
+    size that fits and the first that misses, by `FirstMissDetector`; None while no size misses
+    (or while the smallest sizes are not a clean reference of hits)."""
+    det = FirstMissDetector(alpha=alpha).fit(sizes, groups)
+    if not det.reference_ok or det.result is None:
+        return None
+    return int(det.result.x_before), int(det.result.x_after)

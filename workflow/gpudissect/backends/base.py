@@ -9,6 +9,8 @@ from typing import Any
 
 import numpy as np
 
+from .facts import DeviceFacts
+
 
 @dataclass(frozen=True)
 class ChaseWork:
@@ -136,6 +138,11 @@ class Backend(ABC):
     @abstractmethod
     def device_info(self) -> dict[str, Any]:
         """Provenance facts of the device (name, UUID, capability, clocks...) or profile."""
+
+    @abstractmethod
+    def facts(self) -> DeviceFacts:
+        """The driver's facts of the device (sizes, counts, clocks): automatic sweep ranges
+        start from them (`backends.facts`)."""
 
     @property
     @abstractmethod

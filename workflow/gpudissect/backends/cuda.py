@@ -16,6 +16,7 @@ import numpy as np
 from ..exceptions import DeviceUnavailable
 from ..kernels import file_sha256
 from .base import Backend, ChaseResult, ChaseWork
+from .facts import DeviceFacts, facts_from_attributes
 
 CHASE_KERNELS = {"ca": "pchase_ca", "cg": "pchase_cg", "nc": "pchase_nc"}
 # a P-chase launch records the SM clock of a reading at most this old (clocks before and after
@@ -146,6 +147,8 @@ class CudaBackend(Backend):
                 "MAX_SHARED_MEMORY_PER_MULTIPROCESSOR",
                 "MAX_SHARED_MEMORY_PER_BLOCK_OPTIN",
                 "MAX_THREADS_PER_MULTIPROCESSOR",
+                "WARP_SIZE",
+                "TOTAL_CONSTANT_MEMORY",
             )
             if hasattr(a, k)
         }
@@ -163,6 +166,15 @@ class CudaBackend(Backend):
             "clocks_at_open": self._start_clocks,
             **self.nvml.facts(),
         }
+
+    def facts(self) -> DeviceFacts:
+        info = self.device_info()
+        return facts_from_attributes(
+            name=info["name"],
+            compute_capability=info["compute_capability"],
+            total_memory_bytes=info["total_memory_bytes"],
+            attributes=info["attributes"],
+        )
 
     @property
     def supports_carveout(self) -> bool:

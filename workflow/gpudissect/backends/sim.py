@@ -8,6 +8,7 @@ from typing import Any
 import numpy as np
 
 from .base import Backend, ChaseResult, ChaseWork
+from .facts import DeviceFacts, facts_from_profile
 
 
 def point_seed(seed: int, point: int) -> int:
@@ -39,6 +40,9 @@ class SimBackend(Backend):
             "sm_clock_mhz": p.clocks.sm_mhz,
             "memory_clock_mhz": p.clocks.memory_mhz,
         }
+
+    def facts(self) -> DeviceFacts:
+        return facts_from_profile(self.profile)
 
     @property
     def supports_carveout(self) -> bool:

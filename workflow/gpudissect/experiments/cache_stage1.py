@@ -37,17 +37,20 @@ import pyarrow as pa
 
 from ..analysis import cache_levels as cl
 from ..analysis import cache_line
-from ..backends.base import Backend, ChaseWork
-from ..config import DeviceEntry, SizeRange, check_stride_and_sizes
+from ..analysis.misses import first_miss_bracket
+from ..backends.base import Backend
+from ..config import AUTO, DeviceEntry, SizeRange, check_stride_and_sizes
 from ..exceptions import ConfigError, TraceError
 from ..patterns import chain_pass_steps, stride_chain
+from ..sizesearch import search_size
+from .auto_ranges import size_plan
+from .chase_recorder import ChaseRecorder, backend_paths
 
 log = logging.getLogger(__name__)
 
 NAME = "cache_stage1"
 KERNELS = ("pchase",)
 PATHS = ("ca", "cg", "nc", "tex", "const")
-NO_CARVEOUT = -1
 CONST_LIMIT_BYTES = cl.CONST_LIMIT_BYTES
 
 SCHEMA = pa.schema(
@@ -72,7 +75,7 @@ SCHEMA = pa.schema(
 
 @dataclass(frozen=True)
 class LevelSweep:
-    array_bytes: SizeRange
+    array_bytes: SizeRange | None  # None: `auto`, the size search (`auto_plan`)
     stride_bytes: int
     size_resolution_bytes: int
 
@@ -112,10 +115,13 @@ def parse_params(section: dict, key: str) -> Stage1Params:
             where = f"{key}.paths.{name}.levels[{i}]"
             r = lv["array_bytes"]
             sweep = LevelSweep(
-                SizeRange(r["start"], r["stop"], r["step"]),
+                None if r == AUTO else SizeRange(r["start"], r["stop"], r["step"]),
                 lv["stride_bytes"],
                 lv["size_resolution_bytes"],
             )
+            if sweep.array_bytes is None:
+                levels.append(sweep)
+                continue
             check_stride_and_sizes(sweep.array_bytes, sweep.stride_bytes, where)
             if name == "const" and sweep.array_bytes.stop > CONST_LIMIT_BYTES:
                 raise ConfigError(
@@ -134,96 +140,6 @@ def parse_params(section: dict, key: str) -> Stage1Params:
         line_windows=section["line_windows"],
         paths=tuple(paths),
     )
-
-
-def backend_paths(backend: Backend) -> tuple[str, ...] | None:
-    """Load paths the backend can run (None: it does not say; try all)."""
-    profile = getattr(backend, "profile", None)
-    if profile is not None:
-        return tuple(profile.paths)
-    return getattr(backend, "paths", None)
-
-
-def accessed_elements(
-    chain: np.ndarray, indices: np.ndarray, *, first_element: int | None = None
-) -> np.ndarray:
-    """The element each recorded load read: the previous load's value; the first one's
-    predecessor in the chain (unique on a permutation or on a cycle among self-loops), or
-    `first_element` when the caller knows it (no warm-up: the start)."""
-    if first_element is not None:
-        first = np.array([first_element])
-    else:
-        first = np.flatnonzero(chain == indices[0])
-    if first.size > 1:
-        first = first[chain[first] != first]
-    if first.size != 1:
-        raise TraceError(
-            f"cannot place the first recorded load: {first.size} elements point to "
-            f"{int(indices[0])}; the chain must be a permutation or a cycle among self-loops"
-        )
-    elements = np.concatenate([first, indices[:-1]]).astype(np.int64)
-    if not np.array_equal(chain[elements], indices):
-        bad = int(np.flatnonzero(chain[elements] != indices)[0])
-        raise TraceError(
-            f"the kernel returned index {int(indices[bad])} at step {bad}, but the chain holds "
-            f"{int(chain[elements[bad]])} there: the loads did not follow the chain"
-        )
-    return elements
-
-
-class ChaseRecorder:
-    """Runs chase launches, numbers them, and keeps one DataFrame per launch."""
-
-    def __init__(self, backend: Backend, *, carveout_pct: int, shared_buffer_bytes: int):
-        self.backend = backend
-        self.carveout = carveout_pct if backend.supports_carveout else NO_CARVEOUT
-        self.buffer = shared_buffer_bytes
-        self.frames: list[pd.DataFrame] = []
-        self.point = 0
-
-    def chase(
-        self,
-        *,
-        path: str,
-        chain: np.ndarray,
-        warmup_steps: int,
-        record_steps: int,
-        columns: dict,
-        start_index: int = 0,
-    ) -> pd.DataFrame:
-        work = ChaseWork(
-            path=path,
-            chain=chain,
-            start_index=start_index,
-            warmup_steps=warmup_steps,
-            record_steps=record_steps,
-            shared_buffer_bytes=self.buffer,
-        )
-        result = self.backend.run_chase(
-            work,
-            carveout_pct=None if self.carveout < 0 else self.carveout,
-            seed=self.point,
-        )
-        elements = accessed_elements(
-            chain, result.indices, first_element=start_index if warmup_steps == 0 else None
-        )
-        n = len(result.latency_cycles)
-        frame = pd.DataFrame(
-            {
-                "point": np.full(n, self.point, np.int32),
-                **{k: np.full(n, v) for k, v in columns.items()},
-                "carveout_pct": np.full(n, self.carveout, np.int16),
-                "shared_buffer_bytes": np.full(n, self.buffer, np.int32),
-                "step": np.arange(n, dtype=np.int32),
-                "address_bytes": elements * work.element_bytes,
-                "index": result.indices,
-                "latency_cycles": result.latency_cycles,
-                "sm_clock_mhz": np.full(n, result.sm_clock_mhz, np.float32),
-            }
-        )
-        self.frames.append(frame)
-        self.point += 1
-        return frame
 
 
 def _walk(
@@ -271,14 +187,23 @@ def _stride_chase(rec, path, level, phase, array_bytes, stride_bytes, record_ste
     )
 
 
-def _size(rec, params, path, level, sweep, stride_bytes) -> cl.SizeFinding:
-    """Coarse grid, then refinement inside the bracket of the first miss."""
+def _size(rec, params, path, level, sweep, stride_bytes, below) -> cl.SizeFinding:
+    """Coarse grid, then refinement inside the bracket of the first miss; with `auto`, the
+    size search from the driver's facts (`below`: the size of the level in front, or None)."""
     latencies: dict[int, np.ndarray] = {}
 
-    def size_point(n: int) -> None:
+    def size_point(n: int) -> np.ndarray:
         frame = _stride_chase(rec, path, level, "size", n, stride_bytes, params.record_steps)
         latencies[n] = frame["latency_cycles"].to_numpy(np.float64)
+        return latencies[n]
 
+    if sweep.array_bytes is None:
+        plan = size_plan(
+            rec.backend.facts(), path=path, level=level, stride_bytes=stride_bytes,
+            resolution_bytes=sweep.size_resolution_bytes, below_bytes=below,
+        )  # fmt: skip
+        search_size(size_point, first_miss_bracket, plan)
+        return cl.locate_size(list(latencies), list(latencies.values()))
     for n in sweep.array_bytes.sizes():
         if n >= stride_bytes:
             size_point(n)
@@ -381,18 +306,18 @@ def _line(rec, params, path, level, finding, first_bytes) -> int | None:
         rows = frame if rows.empty else pd.concat([rows, frame])
 
 
-def _run_level(rec, params, path, level, sweep, stride_bytes):
-    """One level's phases; returns its line size (or granule) for the next level."""
-    finding = _size(rec, params, path, level, sweep, stride_bytes)
+def _run_level(rec, params, path, level, sweep, stride_bytes, below):
+    """One level's phases; returns its line size (or granule) and size for the next level."""
+    finding = _size(rec, params, path, level, sweep, stride_bytes, below)
     if finding.size_bytes is None:
         log.info("%s level %d: size undetermined (%s)", path, level, finding.reason)
-        return None
+        return None, None
     grain = _granule(rec, params, path, level, finding)
     g, _ = cl.level_granule(grain, finding.classifier)
     if g.granule_bytes is None:
         log.info("%s level %d: granule undetermined (%s)", path, level, g.reason)
     line = _line(rec, params, path, level, finding, g.granule_bytes or stride_bytes)
-    return line or g.granule_bytes
+    return line or g.granule_bytes, finding.size_bytes
 
 
 def run(
@@ -410,14 +335,16 @@ def run(
     available = backend_paths(backend)
     todo = [p for p in params.paths if p.enabled and (available is None or p.path in available)]
     for i, p in enumerate(todo):
-        previous_line = None
+        previous_line = previous_size = None
         for level, sweep in enumerate(p.levels, start=1):
             stride = sweep.stride_bytes
             if level > 1:
                 if previous_line is None:
                     break  # the level in front is undetermined: nothing to build on
                 stride = max(stride, previous_line)
-            previous_line = _run_level(rec, params, p.path, level, sweep, stride)
+            previous_line, previous_size = _run_level(
+                rec, params, p.path, level, sweep, stride, previous_size
+            )
         if progress:
             progress(i + 1, len(todo))
     if not rec.frames:

@@ -36,7 +36,8 @@ from ..backends.base import Backend
 from ..config import DeviceEntry
 from ..exceptions import TraceError
 from ..patterns import stride_chain
-from .cache_stage1 import PATHS, ChaseRecorder, backend_paths
+from .cache_stage1 import PATHS
+from .chase_recorder import ChaseRecorder, backend_paths
 
 log = logging.getLogger(__name__)
 

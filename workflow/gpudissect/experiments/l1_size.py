@@ -13,11 +13,15 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 
+from ..analysis.misses import first_miss_bracket
 from ..backends.base import Backend, ChaseWork
-from ..config import DeviceEntry, SizeRange, check_stride_and_sizes
+from ..backends.facts import DeviceFacts
+from ..config import AUTO, DeviceEntry, SizeRange, check_stride_and_sizes
 from ..exceptions import ConfigError
 from ..patterns import chain_pass_steps, stride_chain
+from ..sizesearch import SearchPlan, search_size
 from . import empty_frame
+from .auto_ranges import size_plan
 
 log = logging.getLogger(__name__)
 
@@ -48,7 +52,7 @@ class L1SizeSweep:
     enabled: bool
     path: str
     stride_bytes: int
-    array_bytes: SizeRange
+    array_bytes: SizeRange | None  # None: `auto`, the size search (`auto_plan`)
     shared_buffer_bytes: tuple[int, ...]
     max_record_steps: int
     repetitions: int
@@ -61,12 +65,13 @@ def parse_params(section: dict, key: str) -> L1SizeSweep:
         enabled=section["enabled"],
         path=section["path"],
         stride_bytes=section["stride_bytes"],
-        array_bytes=SizeRange(r["start"], r["stop"], r["step"]),
+        array_bytes=None if r == AUTO else SizeRange(r["start"], r["stop"], r["step"]),
         shared_buffer_bytes=tuple(section["shared_buffer_bytes"]),
         max_record_steps=section["max_record_steps"],
         repetitions=section["repetitions"],
     )
-    check_stride_and_sizes(sweep.array_bytes, sweep.stride_bytes, key)
+    if sweep.array_bytes is not None:
+        check_stride_and_sizes(sweep.array_bytes, sweep.stride_bytes, key)
     for b in sweep.shared_buffer_bytes:
         if 8 * sweep.max_record_steps > b:
             raise ConfigError(
@@ -77,39 +82,62 @@ def parse_params(section: dict, key: str) -> L1SizeSweep:
     return sweep
 
 
-@dataclass(frozen=True)
-class Point:
-    point: int
-    carveout_pct: int
-    shared_buffer_bytes: int
-    array_bytes: int
-    repetition: int
-    work: ChaseWork
+def auto_plan(sweep: L1SizeSweep, facts: DeviceFacts) -> SearchPlan:
+    """The size search of `array_bytes: auto`: the L1-family rule of `auto_ranges.size_plan`
+    (from 4 strides up to twice the shared memory per SM, dense at the stride)."""
+    return size_plan(facts, path="ca", level=1, stride_bytes=sweep.stride_bytes,
+                     resolution_bytes=sweep.stride_bytes)  # fmt: skip
 
 
-def plan(sweep: L1SizeSweep, *, carveouts: tuple[int, ...]) -> list[Point]:
-    """All launches of the sweep, in the order they run."""
-    points = []
-    for carveout in carveouts:
-        for buffer_bytes in sweep.shared_buffer_bytes:
-            for array_bytes in sweep.array_bytes.sizes():
-                chain = stride_chain(array_bytes=array_bytes, stride_bytes=sweep.stride_bytes)
-                steps = chain_pass_steps(array_bytes=array_bytes, stride_bytes=sweep.stride_bytes)
-                work = ChaseWork(
-                    path=sweep.path,
-                    chain=chain,
-                    start_index=0,
-                    warmup_steps=steps,  # one full pass loads every element once
-                    # a fixed count: several passes over small arrays (more samples for the
-                    # hit/miss statistics), part of a pass over the largest
-                    record_steps=sweep.max_record_steps,
-                    shared_buffer_bytes=buffer_bytes,
+def _work(sweep: L1SizeSweep, array_bytes: int, buffer_bytes: int) -> ChaseWork:
+    return ChaseWork(
+        path=sweep.path,
+        chain=stride_chain(array_bytes=array_bytes, stride_bytes=sweep.stride_bytes),
+        start_index=0,
+        # one full pass loads every element once
+        warmup_steps=chain_pass_steps(array_bytes=array_bytes, stride_bytes=sweep.stride_bytes),
+        # a fixed count: several passes over small arrays (more samples for the hit/miss
+        # statistics), part of a pass over the largest
+        record_steps=sweep.max_record_steps,
+        shared_buffer_bytes=buffer_bytes,
+    )
+
+
+class _Series:
+    """The launches of one (carveout, shared buffer) series, one frame per launch."""
+
+    def __init__(self, backend, sweep, carveout: int, buffer_bytes: int, frames: list):
+        self.backend, self.sweep, self.frames = backend, sweep, frames
+        self.carveout, self.buffer = carveout, buffer_bytes
+
+    def measure(self, array_bytes: int) -> np.ndarray:
+        """All repetitions at one size; returns their latencies."""
+        work = _work(self.sweep, array_bytes, self.buffer)
+        out = []
+        for rep in range(self.sweep.repetitions):
+            point = len(self.frames)
+            result = self.backend.run_chase(
+                work, carveout_pct=None if self.carveout < 0 else self.carveout, seed=point
+            )
+            n = len(result.latency_cycles)
+            self.frames.append(
+                pd.DataFrame(
+                    {
+                        "point": np.full(n, point, np.int32),
+                        "carveout_pct": np.full(n, self.carveout, np.int16),
+                        "shared_buffer_bytes": np.full(n, self.buffer, np.int32),
+                        "array_bytes": np.full(n, array_bytes, np.int64),
+                        "stride_bytes": np.full(n, self.sweep.stride_bytes, np.int32),
+                        "repetition": np.full(n, rep, np.int16),
+                        "step": np.arange(n, dtype=np.int32),
+                        "index": result.indices,
+                        "latency_cycles": result.latency_cycles,
+                        "sm_clock_mhz": np.full(n, result.sm_clock_mhz, np.float32),
+                    }
                 )
-                for rep in range(sweep.repetitions):
-                    points.append(
-                        Point(len(points), carveout, buffer_bytes, array_bytes, rep, work)
-                    )
-    return points
+            )
+            out.append(result.latency_cycles)
+        return np.concatenate(out)
 
 
 def run(
@@ -120,35 +148,26 @@ def run(
     inputs: dict | None = None,
     progress: Callable[[int, int], None] | None = None,
 ) -> pd.DataFrame:
-    """Run the sweep on `backend`; one row per recorded access."""
+    """Run the sweep on `backend`; one row per recorded access. Each (carveout, buffer) series
+    runs the configured sizes, or with `auto` the size search (`auto_plan`)."""
     if not backend.has_path(sweep.path):
         return empty_frame(SCHEMA)  # the analysis reports why nothing was measured
-    carveouts = device.carveouts
-    if not backend.supports_carveout:
-        carveouts = (NO_CARVEOUT,)
-    points = plan(sweep, carveouts=carveouts)
-    frames = []
-    for p in points:
-        result = backend.run_chase(
-            p.work, carveout_pct=None if p.carveout_pct < 0 else p.carveout_pct, seed=p.point
-        )
-        n = len(result.latency_cycles)
-        frames.append(
-            pd.DataFrame(
-                {
-                    "point": np.full(n, p.point, np.int32),
-                    "carveout_pct": np.full(n, p.carveout_pct, np.int16),
-                    "shared_buffer_bytes": np.full(n, p.shared_buffer_bytes, np.int32),
-                    "array_bytes": np.full(n, p.array_bytes, np.int64),
-                    "stride_bytes": np.full(n, sweep.stride_bytes, np.int32),
-                    "repetition": np.full(n, p.repetition, np.int16),
-                    "step": np.arange(n, dtype=np.int32),
-                    "index": result.indices,
-                    "latency_cycles": result.latency_cycles,
-                    "sm_clock_mhz": np.full(n, result.sm_clock_mhz, np.float32),
-                }
-            )
-        )
+    carveouts = device.carveouts if backend.supports_carveout else (NO_CARVEOUT,)
+    series = [(c, b) for c in carveouts for b in sweep.shared_buffer_bytes]
+    plan = auto_plan(sweep, backend.facts()) if sweep.array_bytes is None else None
+    frames: list[pd.DataFrame] = []
+    for i, (carveout, buffer_bytes) in enumerate(series):
+        s = _Series(backend, sweep, carveout, buffer_bytes, frames)
+        if plan is None:
+            for n in sweep.array_bytes.sizes():
+                s.measure(n)
+        else:
+            out = search_size(s.measure, first_miss_bracket, plan)
+            log.info(
+                "l1_size carveout %d buffer %d: %d sizes searched, first miss in (%s, %s]%s",
+                carveout, buffer_bytes, len(out.sizes), out.fits_bytes, out.misses_bytes,
+                f" ({out.reason})" if out.reason else "",
+            )  # fmt: skip
         if progress:
-            progress(p.point + 1, len(points))
+            progress(i + 1, len(series))
     return pd.concat(frames, ignore_index=True)

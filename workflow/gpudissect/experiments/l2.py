@@ -14,10 +14,12 @@ import pandas as pd
 import pyarrow as pa
 
 from ..backends.base import Backend, ChaseWork
-from ..config import DeviceEntry
+from ..config import AUTO, DeviceEntry
 from ..exceptions import ConfigError
 from ..patterns import chain_pass_steps, stride_chain
+from ..sizesearch import refine_steps
 from . import empty_frame
+from .auto_ranges import l2_grid
 
 NAME = "l2"
 KERNELS = ("pchase",)
@@ -40,11 +42,19 @@ class L2Params:
     enabled: bool
     path: str
     stride_bytes: int
-    array_bytes: tuple[int, ...]
+    array_bytes: tuple[int, ...] | None  # None: `auto` (`auto_ranges.l2_grid`, then refined)
     record_steps: int
 
 
 def parse_params(section: dict, key: str) -> L2Params:
+    if section["array_bytes"] == AUTO:
+        return L2Params(
+            enabled=section["enabled"],
+            path=section["path"],
+            stride_bytes=section["stride_bytes"],
+            array_bytes=None,
+            record_steps=section["record_steps"],
+        )
     sizes = tuple(sorted(section["array_bytes"]))
     p = L2Params(
         enabled=section["enabled"],
@@ -73,9 +83,11 @@ def run(
 ) -> pd.DataFrame:
     if not backend.has_path(p.path):
         return empty_frame(SCHEMA)  # the analysis reports why nothing was measured
-    frames = []
+    frames: list[pd.DataFrame] = []
     carveout = 100 if backend.supports_carveout else None  # L1 out of the way (cg bypasses it)
-    for i, n in enumerate(p.array_bytes):
+
+    def measure(n: int) -> np.ndarray:
+        i = len(frames)
         steps = chain_pass_steps(array_bytes=n, stride_bytes=p.stride_bytes)
         work = ChaseWork(
             path=p.path,
@@ -101,5 +113,17 @@ def run(
             )
         )
         if progress:
-            progress(i + 1, len(p.array_bytes))
+            progress(i + 1, len(p.array_bytes or ()) or i + 1)
+        return r.latency_cycles
+
+    if p.array_bytes is not None:
+        for n in p.array_bytes:
+            measure(n)
+    else:
+        # the step rule needs scipy.stats: imported only where the sweep refines
+        from ..analysis.l2 import step_brackets
+
+        grid, resolution = l2_grid(backend.facts(), stride_bytes=p.stride_bytes)
+        refine_steps(measure, step_brackets, grid_bytes=grid, resolution_bytes=resolution,
+                     align_bytes=p.stride_bytes)  # fmt: skip
     return pd.concat(frames, ignore_index=True)

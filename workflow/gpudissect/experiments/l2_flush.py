@@ -15,8 +15,9 @@ import pandas as pd
 import pyarrow as pa
 
 from ..backends.base import Backend
-from ..config import DeviceEntry, SizeRange
+from ..config import AUTO, DeviceEntry, SizeRange
 from ..exceptions import ConfigError
+from .auto_ranges import l2_flush_range
 
 NAME = "l2_flush"
 KERNELS = ("l2flush",)
@@ -38,8 +39,8 @@ SCHEMA = pa.schema(
 @dataclass(frozen=True)
 class L2FlushSweep:
     enabled: bool
-    size_bytes: SizeRange
-    flush_bytes: int
+    size_bytes: SizeRange | None  # None: `auto` (`auto_ranges.l2_flush_range`)
+    flush_bytes: int | None  # None: `auto` (four times the driver's L2 size)
     repetitions: int
     threads_per_block: int
 
@@ -48,25 +49,31 @@ def parse_params(section: dict, key: str) -> L2FlushSweep:
     r = section["size_bytes"]
     sweep = L2FlushSweep(
         enabled=section["enabled"],
-        size_bytes=SizeRange(r["start"], r["stop"], r["step"]),
-        flush_bytes=section["flush_bytes"],
+        size_bytes=None if r == AUTO else SizeRange(r["start"], r["stop"], r["step"]),
+        flush_bytes=None if section["flush_bytes"] == AUTO else section["flush_bytes"],
         repetitions=section["repetitions"],
         threads_per_block=section["threads_per_block"],
     )
-    if sweep.size_bytes.stop < sweep.size_bytes.start:
+    if sweep.size_bytes is not None:
+        check_sizes(sweep.size_bytes, sweep.flush_bytes, key)
+    return sweep
+
+
+def check_sizes(sizes: SizeRange, flush_bytes: int | None, key: str) -> None:
+    """The checks of a size range and flush (explicit, or derived from the driver's facts)."""
+    if sizes.stop < sizes.start:
         raise ConfigError(f"{key}.size_bytes.stop: below start; allowed: stop >= start")
     for name in ("start", "step"):
-        if getattr(sweep.size_bytes, name) % (ELEMENT_BYTES * 32):
+        if getattr(sizes, name) % (ELEMENT_BYTES * 32):
             raise ConfigError(
-                f"{key}.size_bytes.{name}: {getattr(sweep.size_bytes, name)} is not a multiple "
+                f"{key}.size_bytes.{name}: {getattr(sizes, name)} is not a multiple "
                 f"of {ELEMENT_BYTES * 32} (one warp of 8-byte elements)"
             )
-    if sweep.flush_bytes <= sweep.size_bytes.stop:
+    if flush_bytes is not None and flush_bytes <= sizes.stop:
         raise ConfigError(
-            f"{key}.flush_bytes: {sweep.flush_bytes} must exceed the largest size "
-            f"{sweep.size_bytes.stop} (the flush must evict more than any copy brings in)"
+            f"{key}.flush_bytes: {flush_bytes} must exceed the largest size "
+            f"{sizes.stop} (the flush must evict more than any copy brings in)"
         )
-    return sweep
 
 
 @dataclass(frozen=True)
@@ -97,17 +104,22 @@ def run(
 ) -> pd.DataFrame:
     from ..backends import requests_cuda, requests_sim  # noqa: F401 - register the handlers
 
+    size_range, flush_bytes = sweep.size_bytes, sweep.flush_bytes
+    if size_range is None or flush_bytes is None:
+        auto_range, auto_flush = l2_flush_range(backend.facts(), align_bytes=ELEMENT_BYTES * 32)
+        size_range, flush_bytes = size_range or auto_range, flush_bytes or auto_flush
+        check_sizes(size_range, flush_bytes, "l2_flush (from the driver's L2 size)")
     rows = []
-    sizes = sweep.size_bytes.sizes()
+    sizes = size_range.sizes()
     total = len(sizes) * 2 * sweep.repetitions
     for rep in range(sweep.repetitions):
         for size in sizes:
             for flushed in (False, True):
-                work = CopyWork(size, flushed, sweep.flush_bytes, sweep.threads_per_block)
+                work = CopyWork(size, flushed, flush_bytes, sweep.threads_per_block)
                 point = len(rows)
                 result = backend.run(work, seed=point)
                 rows.append(
-                    (point, size, flushed, sweep.flush_bytes, rep, float(result.elapsed_ms[0]),
+                    (point, size, flushed, flush_bytes, rep, float(result.elapsed_ms[0]),
                      result.sm_clock_mhz)
                 )  # fmt: skip
                 if progress:

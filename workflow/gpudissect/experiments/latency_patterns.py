@@ -32,7 +32,7 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
@@ -40,8 +40,9 @@ import pandas as pd
 import pyarrow as pa
 
 from ..backends.base import Backend, ChaseWork
-from ..config import DeviceEntry
+from ..config import AUTO, DeviceEntry
 from ..exceptions import ConfigError
+from .auto_ranges import walk_memory_bytes
 from .tlbs import ColdChaseWork
 
 log = logging.getLogger(__name__)
@@ -71,7 +72,7 @@ class LatencyPatternsSweep:
     enabled: bool
     paths: tuple[str, ...]
     element_bytes: int
-    max_array_bytes: int
+    max_array_bytes: int | None  # None: `auto` (`auto_ranges.walk_memory_bytes`)
     repetitions: int
     revisit_all_rounds: int
     revisit_some_rounds: int
@@ -90,7 +91,7 @@ def parse_params(section: dict, key: str) -> LatencyPatternsSweep:
         enabled=section["enabled"],
         paths=tuple(section["paths"]),
         element_bytes=section["element_bytes"],
-        max_array_bytes=section["max_array_bytes"],
+        max_array_bytes=None if section["max_array_bytes"] == AUTO else section["max_array_bytes"],
         repetitions=section["repetitions"],
         revisit_all_rounds=section["revisit_all_rounds"],
         revisit_some_rounds=section["revisit_some_rounds"],
@@ -103,6 +104,12 @@ def parse_params(section: dict, key: str) -> LatencyPatternsSweep:
         fallback_l2_tlb_entries=section["fallback_l2_tlb_entries"],
         flush_bytes=section["flush_bytes"],
     )
+    check_sweep(sweep, key)
+    return sweep
+
+
+def check_sweep(sweep: LatencyPatternsSweep, key: str) -> None:
+    """Checks the schema cannot express (again once `auto` is resolved)."""
     per_sector = SECTOR_BYTES // sweep.element_bytes
     if 1 + sweep.revisit_all_rounds + sweep.revisit_some_rounds > per_sector:
         raise ConfigError(
@@ -116,7 +123,7 @@ def parse_params(section: dict, key: str) -> LatencyPatternsSweep:
             f"{key}.hit_lines: {sweep.hit_lines}; allowed: 1 (one sector) or at most "
             f"fresh_line_rounds ({sweep.fresh_line_rounds}): the cycle re-reads fresh lines"
         )
-    if sweep.element_bytes == 4 and sweep.max_array_bytes // 4 >= 2**32:
+    if sweep.element_bytes == 4 and (sweep.max_array_bytes or 0) // 4 >= 2**32:
         raise ConfigError(
             f"{key}.max_array_bytes: {sweep.max_array_bytes} needs more than 2^32 elements of "
             f"4 bytes (32-bit indices); allowed: below {2**34} (set {key}.element_bytes: 8 "
@@ -126,7 +133,6 @@ def parse_params(section: dict, key: str) -> LatencyPatternsSweep:
         raise ConfigError(
             f"{key}.fallback_l2_tlb_entries must exceed fallback_l1_tlb_entries by more than 2"
         )
-    return sweep
 
 
 @dataclass(frozen=True)
@@ -281,6 +287,11 @@ def run(
     progress: Callable[[int, int], None] | None = None,
 ) -> pd.DataFrame:
     """`repetitions` cold launches of the designed chain on each path the device has."""
+    if sweep.max_array_bytes is None:
+        key = "latency_patterns.max_array_bytes"
+        n = walk_memory_bytes(backend.facts(), align_bytes=sweep.fallback_page_bytes, key=key)
+        sweep = replace(sweep, max_array_bytes=n)
+        check_sweep(sweep, "latency_patterns")
     t = translation_from(inputs, sweep)
     plan = design(t, sweep)
     steps = len(plan.positions) - plan.cycle_length + sweep.same_line_accesses

@@ -28,15 +28,16 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 import pandas as pd
 import pyarrow as pa
 
 from ..backends.base import Backend, ChaseResult, ChaseWork, handles
-from ..config import DeviceEntry
+from ..config import AUTO, DeviceEntry
 from ..exceptions import ConfigError
+from .auto_ranges import walk_memory_bytes
 
 log = logging.getLogger(__name__)
 
@@ -72,7 +73,7 @@ class TlbSweep:
     strides_bytes: tuple[int, ...]
     dense_elements: int
     max_elements: int
-    max_array_bytes: int
+    max_array_bytes: int | None  # None: `auto` (`auto_ranges.walk_memory_bytes`)
     record_steps: int
     max_record_steps: int
     max_dense_pages: int
@@ -91,7 +92,7 @@ def parse_params(section: dict, key: str) -> TlbSweep:
         strides_bytes=tuple(sorted(section["strides_bytes"])),
         dense_elements=section["dense_elements"],
         max_elements=section["max_elements"],
-        max_array_bytes=section["max_array_bytes"],
+        max_array_bytes=None if section["max_array_bytes"] == AUTO else section["max_array_bytes"],
         record_steps=section["record_steps"],
         max_record_steps=section["max_record_steps"],
         max_dense_pages=section["max_dense_pages"],
@@ -101,12 +102,18 @@ def parse_params(section: dict, key: str) -> TlbSweep:
         window_repetitions=section["window_repetitions"],
         flush_bytes=section["flush_bytes"],
     )
+    check_sweep(sweep, key)
+    return sweep
+
+
+def check_sweep(sweep: TlbSweep, key: str) -> None:
+    """Checks the schema cannot express (again once `auto` is resolved)."""
     if sweep.max_record_steps < sweep.record_steps:
         raise ConfigError(
             f"{key}.max_record_steps: {sweep.max_record_steps} is below {key}.record_steps "
             f"({sweep.record_steps}); allowed: >= record_steps"
         )
-    largest = max(sweep.max_array_bytes, sweep.window_probe_bytes)
+    largest = max(sweep.max_array_bytes or 0, sweep.window_probe_bytes)
     if sweep.element_bytes == 4 and largest // 4 >= 2**32:
         raise ConfigError(
             f"{key}.max_array_bytes / window_probe_bytes: {largest} bytes need more than 2^32 "
@@ -118,7 +125,6 @@ def parse_params(section: dict, key: str) -> TlbSweep:
         raise ConfigError(
             f"{key}: stride {small} is not a multiple of element_bytes ({sweep.element_bytes})"
         )
-    return sweep
 
 
 # --- work ------------------------------------------------------------------------------------
@@ -377,6 +383,11 @@ def run(
     """Run the three stages on `backend`; one row per recorded access."""
     from ..analysis import tlb
 
+    if sweep.max_array_bytes is None:
+        key = "tlbs.max_array_bytes"
+        n = walk_memory_bytes(backend.facts(), align_bytes=max(sweep.strides_bytes), key=key)
+        sweep = replace(sweep, max_array_bytes=n)
+        check_sweep(sweep, "tlbs")
     launcher = _Launcher(backend, sweep, progress)
     # one allocation for the reach and pages stages: the paired-address reading compares each
     # address's latency across walks, which needs the same physical pages in every walk

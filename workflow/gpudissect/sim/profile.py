@@ -45,6 +45,9 @@ class ClocksSpec:
 @dataclass(frozen=True)
 class DramSpec:
     latency_cycles: int
+    # what a driver reports as the device memory (None: the papers give none); it sets sweep
+    # ranges only (DeviceFacts), never an analysis
+    size_bytes: int | None = None
 
 
 @dataclass(frozen=True)
@@ -385,7 +388,9 @@ def load_profile(path: str | os.PathLike, *, schema_path: Path = PROFILE_SCHEMA)
         clocks=ClocksSpec(sm_mhz=doc["clocks"]["sm_mhz"], memory_mhz=doc["clocks"]["memory_mhz"]),
         sms=doc["sms"],
         max_warps_per_sm=doc["max_warps_per_sm"],
-        dram=DramSpec(latency_cycles=doc["dram"]["latency_cycles"]),
+        dram=DramSpec(
+            latency_cycles=doc["dram"]["latency_cycles"], size_bytes=doc["dram"].get("size_bytes")
+        ),
         caches=caches,
         paths=c.paths(doc["paths"], caches),
         tlbs=c.tlbs(doc.get("tlbs")),

@@ -1,0 +1,69 @@
+"""The thesis's size search (Sec. 3.2) on seeded synthetic caches whose size is known."""
+
+import numpy as np
+import pytest
+
+from gpudissect.analysis.misses import first_miss_bracket
+from gpudissect.sizesearch import SearchPlan, search_size
+
+
+def _cache(size_bytes, *, seed=0, hit=50.0, miss=300.0, accesses=512):
+    """A cache of `size_bytes`: arrays that fit hit (with 1-cycle jitter and a rare outlier);
+    larger arrays miss on the share of the array past the cache (a random-replacement cache)."""
+    rng = np.random.default_rng(seed)
+    launches = []
+
+    def measure(n):
+        launches.append(n)
+        lat = hit + rng.normal(0, 1, accesses)
+        lat[rng.random(accesses) < 0.002] += 400  # timing outliers
+        if n > size_bytes:
+            lat[rng.random(accesses) < max(0.05, 1 - size_bytes / n)] = miss
+        return lat
+
+    return measure, launches
+
+
+@pytest.mark.parametrize("size_bytes", [12 * 1024, 16 * 1024, 221184, 22 << 20])
+def test_finds_the_size_to_the_resolution(size_bytes):
+    resolution = 128 if size_bytes < 1 << 20 else 256 << 10
+    measure, launches = _cache(size_bytes)
+    plan = SearchPlan(
+        start_bytes=16 * resolution, limit_bytes=64 * size_bytes, resolution_bytes=resolution
+    )
+    out = search_size(measure, first_miss_bracket, plan)
+    assert out.reason is None
+    # the size is a multiple of the resolution in these caches: it is the last size that fits
+    assert out.fits_bytes == size_bytes
+    assert out.misses_bytes == size_bytes + resolution
+    assert out.sizes == launches  # every measured size is reported, in order, once
+    assert len(set(launches)) == len(launches)
+    # k doublings reach the first miss (k + 1 sizes); the bracket is then 2^(k-1) starts wide
+    # and halves down to 8 resolution steps; then at most 7 dense sizes
+    k = int(np.ceil(np.log2((size_bytes + resolution) / plan.start_bytes)))
+    bisections = (k - 1) + int(np.log2(plan.start_bytes / resolution)) - 3
+    assert len(launches) <= (k + 1) + bisections + 7
+
+
+def test_a_cache_past_the_limit_is_reported_as_larger():
+    measure, launches = _cache(1 << 20)
+    plan = SearchPlan(start_bytes=4096, limit_bytes=65536, resolution_bytes=64)
+    out = search_size(measure, first_miss_bracket, plan)
+    assert out.fits_bytes is None
+    assert "beyond 65536" in out.reason
+    assert launches == [4096, 8192, 16384, 32768, 65536]
+
+
+def test_plan_checks_its_bounds():
+    with pytest.raises(ValueError, match="multiple of resolution"):
+        SearchPlan(start_bytes=100, limit_bytes=10_000, resolution_bytes=64)
+    with pytest.raises(ValueError, match="room to double"):
+        SearchPlan(start_bytes=4096, limit_bytes=8192, resolution_bytes=64)
+
+
+def test_first_miss_bracket_waits_for_a_clean_reference():
+    rng = np.random.default_rng(1)
+    hits = [50 + rng.normal(0, 1, 256) for _ in range(3)]
+    assert first_miss_bracket([1, 2, 3], hits) is None
+    misses = [np.full(256, 300.0)] * 2
+    assert first_miss_bracket([1, 2, 3, 4, 5], hits + misses) == (3, 4)

@@ -1,0 +1,165 @@
+"""The size search of Größler's thesis (Sec. 3.2), shared by every sweep that looks for a size
+with no range given: double the array from a size that surely fits until the first-miss test
+fires, halve the bracket (binary search) until it is a few resolution steps wide, then sweep it
+densely at the resolution (the line or stride) around the bound.
+
+The sweep measures; the analysis decides: `decide(sizes, groups)` is the one narrow function
+through which a sweep asks the analysis where the first miss lies (STYLE.md: adaptive sweeps ask
+the analysis through one narrow function per decision). Every size measured is a launch the
+caller records in its trace, so the analysis later sees all of them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+# (sizes, per-size latency groups) -> (largest size that fits, first size that misses) or None
+Decide = Callable[[Sequence[int], Sequence[np.ndarray]], "tuple[int, int] | None"]
+MIN_DECIDE_SIZES = 3  # the first-miss test needs two reference sizes and one to test
+
+
+@dataclass(frozen=True)
+class SearchPlan:
+    """Where the search starts and stops, and how fine it ends.
+
+    start_bytes: the first size; it and twice it must fit (they are the test's reference).
+    limit_bytes: the largest size tried (a device limit, such as 64 KiB of constant memory).
+    resolution_bytes: the step of the dense sweep around the bound (every size is a multiple).
+    dense_steps: the binary search stops when the bracket is at most this many steps wide.
+    """
+
+    start_bytes: int
+    limit_bytes: int
+    resolution_bytes: int
+    dense_steps: int = 8
+
+    def __post_init__(self) -> None:
+        r = self.resolution_bytes
+        if r <= 0 or self.start_bytes < r or self.start_bytes % r:
+            raise ValueError(
+                f"start_bytes {self.start_bytes} must be a positive multiple of "
+                f"resolution_bytes {r}"
+            )
+        if self.limit_bytes < 4 * self.start_bytes:
+            raise ValueError(
+                f"limit_bytes {self.limit_bytes} leaves no room to double from "
+                f"{self.start_bytes} (need at least four times the start)"
+            )
+        if self.dense_steps < 1:
+            raise ValueError(f"dense_steps must be at least 1, got {self.dense_steps}")
+
+    def align(self, n: int) -> int:
+        """`n` rounded down to the resolution, within the limit."""
+        return min(self.limit_bytes, n - n % self.resolution_bytes)
+
+
+@dataclass
+class SearchOutcome:
+    """The bracket [fits_bytes, misses_bytes) of the bound, or None with the reason."""
+
+    fits_bytes: int | None
+    misses_bytes: int | None
+    reason: str | None
+    sizes: list[int] = field(default_factory=list)  # every size measured, in the order run
+
+
+def search_size(
+    measure: Callable[[int], np.ndarray], decide: Decide, plan: SearchPlan
+) -> SearchOutcome:
+    """Doubling, binary search and a dense sweep; `measure(n)` runs (and records) the launches
+    at size n and returns their per-access latencies."""
+    measured: dict[int, np.ndarray] = {}
+    order: list[int] = []
+
+    def point(n: int) -> None:
+        if n not in measured:
+            measured[n] = np.asarray(measure(n), dtype=np.float64)
+            order.append(n)
+
+    def ask() -> tuple[int, int] | None:
+        if len(measured) < MIN_DECIDE_SIZES:
+            return None
+        sizes = sorted(measured)
+        return decide(sizes, [measured[s] for s in sizes])
+
+    # 1. doubling until the first miss (or the limit)
+    n, bracket = plan.start_bytes, None
+    while bracket is None:
+        point(n)
+        bracket = ask()
+        if n >= plan.limit_bytes:
+            break
+        n = min(2 * n, plan.limit_bytes)
+    if bracket is None:
+        reason = (
+            f"no first miss from {plan.start_bytes} to {max(measured)} bytes: the bound lies "
+            f"beyond {max(measured)} bytes (the search's limit), or the smallest sizes already "
+            "miss (the analysis tells which)"
+        )
+        return SearchOutcome(None, None, reason, order)
+    # 2. binary search of the bracket, down to dense_steps resolution steps
+    width = plan.dense_steps * plan.resolution_bytes
+    while bracket is not None and bracket[1] - bracket[0] > width:
+        mid = plan.align((bracket[0] + bracket[1]) // 2)
+        if mid in measured or mid <= bracket[0]:
+            break
+        point(mid)
+        bracket = ask()
+    if bracket is None:
+        return SearchOutcome(None, None, "the first miss vanished as sizes were added", order)
+    # 3. the dense sweep at the resolution around the bound
+    lo, hi = bracket
+    for m in range(plan.align(lo) + plan.resolution_bytes, hi, plan.resolution_bytes):
+        point(m)
+    bracket = ask()
+    if bracket is None:
+        return SearchOutcome(None, None, "the first miss vanished in the dense sweep", order)
+    return SearchOutcome(int(bracket[0]), int(bracket[1]), None, order)
+
+
+# (sizes, per-size latency groups) -> brackets (before, after) of every latency step
+FindSteps = Callable[[Sequence[int], Sequence[np.ndarray]], "list[tuple[int, int]]"]
+
+
+def refine_steps(
+    measure: Callable[[int], np.ndarray],
+    find_steps: FindSteps,
+    *,
+    grid_bytes: Sequence[int],
+    resolution_bytes: int,
+    align_bytes: int,
+    max_rounds: int = 8,
+) -> list[tuple[int, int]]:
+    """A coarse grid, then the midpoint of every step's bracket wider than `resolution_bytes`,
+    until each is that narrow (a binary search per step, all steps at once): several steps
+    (the L2's near and far partitions, then DRAM) each to the resolution. `measure(n)` runs and
+    records the launches at size n; every size is a multiple of `align_bytes`."""
+    measured: dict[int, np.ndarray] = {}
+
+    def point(n: int) -> None:
+        if n not in measured:
+            measured[n] = np.asarray(measure(n), dtype=np.float64)
+
+    def steps() -> list[tuple[int, int]]:
+        sizes = sorted(measured)
+        return find_steps(sizes, [measured[s] for s in sizes])
+
+    for n in grid_bytes:
+        point(n)
+    brackets = steps()
+    for _ in range(max_rounds):
+        mids = []
+        for lo, hi in brackets:
+            mid = (lo + hi) // 2
+            mid -= mid % align_bytes
+            if hi - lo > resolution_bytes and lo < mid < hi and mid not in measured:
+                mids.append(mid)
+        if not mids:
+            break
+        for m in mids:
+            point(m)
+        brackets = steps()
+    return brackets
