@@ -88,3 +88,25 @@ def test_warm_walk_decides_where_the_copy_filled_the_level():
     assert (g.granule_bytes, phase) == (64, "granule")
     g, phase = level_granule(pd.concat([cold, _warm_rows_with_one_miss()]), CLASSIFIER)
     assert g.granule_bytes is None and "in the cold walk" in g.reason and "only 2" in g.reason
+
+
+# --- a level no swept size overflows: the size has a lower bound --------------------------
+
+
+def test_no_miss_up_to_the_constant_limit_gives_a_lower_bound():
+    # the constant L1.5 search: 8 KiB to 60 KiB at stride 64, every access a 120-cycle hit
+    # (jitter of 1 cycle), so the cache holds at least the largest array swept, 61440 B
+    from gpudissect.analysis.cache_levels import analyse_level
+
+    rng = np.random.default_rng(2)
+    frames = []
+    for size in range(8192, 61441, 4096):
+        lat = np.round(rng.normal(120, 1, 512)).astype(np.uint32)
+        frame = _rows("size", size, np.arange(512) * 64 % size, lat)
+        frames.append(frame.assign(stride_bytes=64))
+    out = analyse_level(pd.concat(frames), path="const")
+    assert out["size_bytes"]["value"] is None
+    assert out["size_bytes"]["lower_bound"] == 61440
+    assert "constant memory holds 65536 bytes" in out["size_bytes"]["undetermined"]
+    assert out["hit_latency_cycles"]["value"] == 120
+    assert out["line_bytes"]["value"] is None

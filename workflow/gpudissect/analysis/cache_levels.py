@@ -314,6 +314,9 @@ def analyse_level(
     out["reference_hit_latency_cycles"] = hit_ref
     if finding.size_bytes is None:
         out |= {k: undetermined(finding.reason) for k in names}
+        det = finding.detector
+        if det is not None and det.reference_ok and det.result is None:
+            out |= _no_miss_quantities(path, finding, stride)
         return out
     c, r, det = finding.size_bytes, finding.detector.result, finding.detector
     i = r.index
@@ -387,6 +390,34 @@ def analyse_level(
         max_line_bytes=max_line_bytes,
     )
     return out
+
+
+def _no_miss_quantities(path: str, finding: SizeFinding, stride: int | None) -> dict:
+    """Where no swept size misses, the size has a lower bound, the largest size swept (on the
+    const path the 64 KiB of constant memory bound the sweep: Thesis Sec. 4.2.4 reports the
+    constant L1.5 that way), and every access is a hit of this level."""
+    from .result import quantity
+
+    largest = int(finding.sizes_bytes[-1])
+    limit = path_limit_bytes(path)
+    why = (
+        f"no array up to {largest} bytes misses"
+        + (f" and constant memory holds {limit} bytes" if limit else "")
+        + f": larger than {largest} bytes"
+    )
+    fits = np.concatenate(finding.groups)
+    med = float(np.median(fits))
+    iqr = float(np.subtract(*np.percentile(fits, [75, 25])))
+    return {
+        "size_bytes": {"value": None, "undetermined": why, "lower_bound": largest, "unit": "bytes"},
+        "hit_latency_cycles": quantity(
+            round(med, 1),
+            unit="cycles",
+            confidence=1.0 / (1.0 + iqr / max(med, 1.0)),
+            method="median latency of every access of the size search (no array missed)",
+            evidence=f"{fits.size} accesses at stride {stride} B, IQR {iqr:.1f} cycles",
+        ),
+    }
 
 
 def line_walks(

@@ -50,6 +50,8 @@ def _value(key: str, v: Any) -> str:
 def _cell(key: str, q: dict | None) -> str:
     if not q:
         return "—"
+    if q.get("value") is None and q.get("lower_bound") is not None:
+        return f"> {_value(key, q['lower_bound'])}"
     if q.get("value") is None:
         reason = str(q.get("undetermined", "no reason recorded"))
         return "undetermined" + (": not bit-defined" if reason.startswith("not bit-") else "")

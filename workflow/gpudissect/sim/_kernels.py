@@ -34,12 +34,14 @@ NCOL = 13
 MODULO, MASKS, TABLE = 0, 1, 2
 LRU, FIFO, RANDOM, PLRU, WEIGHTED = 0, 1, 2, 3, 4
 HIT, MISS = 0, 1
-# columns of a path array (one row per cache of the path, nearest first) and its flag bits
-P_STRUCT, P_LAT, P_FLAGS = 0, 1, 2
-PCOL = 3
+# columns of a path array (one row per cache of the path, nearest first) and its flag bits;
+# P_STRUCT is the structure of copy 0 of the cache, its P_NINST copies follow it (cache.py)
+P_STRUCT, P_LAT, P_FLAGS, P_NINST, P_ISEL = 0, 1, 2, 3, 4
+PCOL = 5
 UNTRANSLATED, MISS_ON_TLB_MISS = 1, 2
 # columns of the scalar configuration arrays of a device
-I_DRAM, I_WINDOW, I_SWITCH, I_OUTLIER = 0, 1, 2, 3
+I_DRAM, I_WINDOW, I_SWITCH, I_OUTLIER, I_MAXWARPS = 0, 1, 2, 3, 4
+NCFG_I = 5
 F_JITTER, F_OUTLIER_P = 0, 1
 
 _S12, _S25, _S27, _S11 = np.uint64(12), np.uint64(25), np.uint64(27), np.uint64(11)
@@ -235,6 +237,16 @@ def lookup(addr, par, s, sets, idx, lines, wcum, clk, rng):
 
 
 @njit(cache=True, _nrt=False, inline="always")
+def instance_of(warp, instances, select, max_warps):
+    """The copy of a cache that warp ``warp`` uses (cache.py: ``instance_of``)."""
+    if instances <= 1:
+        return 0
+    if select == 0:
+        return warp % instances
+    return (warp * instances // max_warps) % instances
+
+
+@njit(cache=True, _nrt=False, inline="always")
 def _window_penalty(addr, state, cfg_i):
     """Page walk: the switch penalty when ``addr`` lies outside the active page-table window
     (``state[0]``), which then moves there (TPDS Fig. 14, P6). The first walk after a reset
@@ -252,10 +264,11 @@ def _window_penalty(addr, state, cfg_i):
 
 
 @njit(cache=True, _nrt=False, inline="always")
-def load(addr, path, tlbs, par, sets, idx, lines, wcum, clk, rng, spare, state, cfg_i, cfg_f):
-    """Latency in cycles of one load (the rules: hierarchy.py's docstring).
+def load(addr, warp, path, tlbs, par, sets, idx, lines, wcum, clk, rng, spare, state, cfg_i, cfg_f):
+    """Latency in cycles of one load by warp ``warp`` (the rules: hierarchy.py's docstring).
 
-    ``path[c]`` = (structure, hit latency on this path, flags) of its ``c``-th cache. The walk
+    ``path[c]`` = (structure of copy 0, hit latency on this path, flags, copies, copy mapping)
+    of its ``c``-th cache; the warp's copy is looked up (``instance_of``). The walk
     is: the leading caches flagged UNTRANSLATED (a hit ends the load untranslated); the TLB
     levels until one hits, each miss adding its penalty (``C_LAT``) and, when all miss, the
     window switch; the other caches until one hits (a MISS_ON_TLB_MISS cache counts as missed
@@ -276,7 +289,9 @@ def load(addr, path, tlbs, par, sets, idx, lines, wcum, clk, rng, spare, state, 
             s = tlbs[k - pre]
         else:
             c = k if k < pre else k - ntlb
-            s = path[c, P_STRUCT]
+            s = path[c, P_STRUCT] + instance_of(
+                warp, path[c, P_NINST], path[c, P_ISEL], cfg_i[I_MAXWARPS]
+            )
         r = lookup(addr, par, s, sets, idx, lines, wcum, clk, rng)
         if is_tlb:
             if r == HIT:
@@ -297,12 +312,26 @@ def load(addr, path, tlbs, par, sets, idx, lines, wcum, clk, rng, spare, state, 
 
 @njit(cache=True, _nrt=False)
 def run_sequence(
-    addrs, out, path, tlbs, par, sets, idx, lines, wcum, clk, rng, spare, state, cfg_i, cfg_f
+    addrs, out, warp, path, tlbs, par, sets, idx, lines, wcum, clk, rng, spare, state, cfg_i, cfg_f
 ):
-    """Dependent loads of ``addrs`` one after another; latencies into ``out``."""
+    """Dependent loads of ``addrs`` by warp ``warp``, one after another; latencies into ``out``."""
     for t in range(addrs.shape[0]):
         out[t] = load(
-            addrs[t], path, tlbs, par, sets, idx, lines, wcum, clk, rng, spare, state, cfg_i, cfg_f
+            addrs[t],
+            warp,
+            path,
+            tlbs,
+            par,
+            sets,
+            idx,
+            lines,
+            wcum,
+            clk,
+            rng,
+            spare,
+            state,
+            cfg_i,
+            cfg_f,
         )
 
 
@@ -324,6 +353,7 @@ def run_chase(
     base_bytes,
     start,
     warmup_steps,
+    warp,
     out_lat,
     out_idx,
     path,
@@ -342,13 +372,28 @@ def run_chase(
 ):
     """The fine-grained P-chase of Mei & Chu (TPDS Listing 3): ``j = chain[j]``, timed.
 
-    ``warmup_steps`` untimed steps, then one recorded (latency, loaded index) per step.
+    ``warmup_steps`` untimed steps, then one recorded (latency, loaded index) per step; every
+    load is warp ``warp``'s.
     """
     j = np.int64(start)
     for t in range(warmup_steps + out_lat.shape[0]):
         addr = base_bytes + j * element_bytes
         lat = load(
-            addr, path, tlbs, par, sets, idx, lines, wcum, clk, rng, spare, state, cfg_i, cfg_f
+            addr,
+            warp,
+            path,
+            tlbs,
+            par,
+            sets,
+            idx,
+            lines,
+            wcum,
+            clk,
+            rng,
+            spare,
+            state,
+            cfg_i,
+            cfg_f,
         )
         j = np.int64(chain[j])
         if t >= warmup_steps:

@@ -21,6 +21,26 @@ from dataclasses import dataclass, field
 from .indexing import IndexSpec, make_index
 from .policies import PolicySpec, make_policy
 
+# How warps reach the copies of a cache with several instances per SM:
+# - warp_modulo (default): warp w uses copy w mod N. Each warp is assigned statically to one
+#   warp scheduler, round robin (CUDA C Programming Guide, ch. K; Thesis Sec. 4.6), so copies
+#   that belong to scheduler partitions repeat every N warps (the thesis saw the pattern of
+#   its Kepler and Maxwell texture caches repeat after 4 and 2 warps, Figs. 4.21, 4.23).
+# - warp_block: warp w uses copy floor(w N / max_warps_per_sm): contiguous ranges of warps
+#   share a copy (a mapping no paper reports; it lets tests check that the analysis does not
+#   assume the modulo pattern).
+INSTANCE_SELECT = {"warp_modulo": 0, "warp_block": 1}
+
+
+def instance_of(warp: int, *, instances: int, select: int, max_warps_per_sm: int) -> int:
+    """Copy used by warp ``warp`` under mapping code ``select`` (the numba engine has the same
+    function, ``_kernels.instance_of``)."""
+    if instances <= 1:
+        return 0
+    if select == INSTANCE_SELECT["warp_modulo"]:
+        return warp % instances
+    return (warp * instances // max_warps_per_sm) % instances
+
 
 @dataclass(frozen=True)
 class CacheSpec:
@@ -41,8 +61,19 @@ class CacheSpec:
     miss_on_tlb_miss: bool = False
     # hit latency through particular load paths, (path, cycles) pairs; others: hit_latency
     path_latency_cycles: tuple[tuple[str, int], ...] = ()
-    # physical copies of this cache in one SM (Thesis Sec. 4.6); one is simulated
+    # physical copies of this cache in one SM (Thesis Sec. 4.6), each with its own lines and
+    # replacement state; a load of warp w uses copy `instance_of(w)` (see INSTANCE_SELECT)
     instances_per_sm: int = 1
+    instance_select: str = "warp_modulo"
+
+    def instance_of(self, warp: int, *, max_warps_per_sm: int) -> int:
+        """The copy a load of warp ``warp`` (of its block, 0-based) uses."""
+        return instance_of(
+            warp,
+            instances=self.instances_per_sm,
+            select=INSTANCE_SELECT[self.instance_select],
+            max_warps_per_sm=max_warps_per_sm,
+        )
 
     @property
     def sets(self) -> int:

@@ -3,7 +3,9 @@
 Every cache and TLB level of the profile becomes one structure in flat numpy arrays (layout in
 ``_kernels``); a load walks the TLB levels and the caches of its path in compiled code, by the
 rules of ``hierarchy.py``. A cache named by several paths (e.g. Maxwell's unified L1/texture
-cache) is one structure, shared; its hit latency may differ per path.
+cache) is one structure, shared; its hit latency may differ per path. A cache with
+``instances_per_sm`` N is N structures side by side (copy k at structure first + k); a load
+picks its warp's copy (``CacheSpec.instance_of``).
 """
 
 from __future__ import annotations
@@ -12,7 +14,7 @@ import numpy as np
 
 from ..exceptions import ProfileError
 from . import _kernels as K
-from .cache import CacheSpec
+from .cache import INSTANCE_SELECT, CacheSpec
 from .indexing import make_index
 from .noise import seed_states
 from .policies import POLICY_CODES
@@ -64,6 +66,12 @@ def _addresses(addresses_bytes: np.ndarray) -> np.ndarray:
     return addrs
 
 
+def _warp(warp: int) -> int:
+    if warp < 0:
+        raise ValueError(f"warp must be >= 0, got {warp}")
+    return int(warp)
+
+
 class SimGPU:
     """A simulated GPU built from a ``DeviceProfile``; ``seed`` fixes replacement and noise.
 
@@ -73,18 +81,25 @@ class SimGPU:
 
     def __init__(self, profile: DeviceProfile, *, seed: int) -> None:
         self.profile, self.seed = profile, int(seed)
-        names = list(profile.caches)
-        specs = [profile.caches[n] for n in names]
+        specs: list[CacheSpec] = []
+        self._first: dict[str, int] = {}  # cache name -> structure of its copy 0
+        names: list[str] = []
+        for name, spec in profile.caches.items():
+            self._first[name] = len(specs)
+            specs += [spec] * spec.instances_per_sm
+            names += [name] + [f"{name}[{k}]" for k in range(1, spec.instances_per_sm)]
         latencies = [c.hit_latency_cycles for c in specs]
+        n_caches = len(specs)
         tlb_levels = profile.tlbs.levels if profile.tlbs else ()
         specs += [level.as_cache_spec() for level in tlb_levels]
         latencies += [level.miss_penalty_cycles for level in tlb_levels]
         self._arrays = _pack(specs, latencies)
         self.structure_names = tuple(names) + tuple(level.name for level in tlb_levels)
         self._paths = {path: self._path_array(path) for path in profile.paths}
-        self._tlbs = np.arange(len(names), len(specs), dtype=np.int64)
+        self._tlbs = np.arange(n_caches, len(specs), dtype=np.int64)
         tlbs, noise = profile.tlbs, profile.noise
-        self._cfg_i = np.zeros(4, dtype=np.int64)
+        self._cfg_i = np.zeros(K.NCFG_I, dtype=np.int64)
+        self._cfg_i[K.I_MAXWARPS] = profile.max_warps_per_sm
         self._cfg_i[K.I_DRAM] = profile.dram.latency_cycles
         self._cfg_i[K.I_WINDOW] = (tlbs.page_table_window_bytes or 0) if tlbs else 0
         self._cfg_i[K.I_SWITCH] = tlbs.window_switch_penalty_cycles if tlbs else 0
@@ -93,11 +108,13 @@ class SimGPU:
         self.reset()
 
     def _path_array(self, path: str) -> np.ndarray:
-        """Rows (structure id, hit latency on ``path``, flags) of the caches of ``path``."""
-        names = list(self.profile.caches)
+        """Rows (structure of copy 0, hit latency on ``path``, flags, copies, copy mapping) of
+        the caches of ``path``."""
         rows = np.zeros((len(self.profile.paths[path]), K.PCOL), dtype=np.int64)
         for c, spec in enumerate(self.profile.path_caches(path)):
-            rows[c, K.P_STRUCT] = names.index(spec.name)
+            rows[c, K.P_STRUCT] = self._first[spec.name]
+            rows[c, K.P_NINST] = spec.instances_per_sm
+            rows[c, K.P_ISEL] = INSTANCE_SELECT[spec.instance_select]
             rows[c, K.P_LAT] = spec.hit_latency_on(path)
             rows[c, K.P_FLAGS] = (0 if spec.translated else K.UNTRANSLATED) | (
                 K.MISS_ON_TLB_MISS if spec.miss_on_tlb_miss else 0
@@ -146,10 +163,10 @@ class SimGPU:
             self._cfg_f,
         )
 
-    def fill(self, cache: str, addresses_bytes: np.ndarray) -> int:
-        """Bring the lines of ``addresses_bytes`` into ``cache`` alone, in order, as a copy
-        engine writing through the L2 does: no TLB lookup, no other cache, no latency. Returns
-        how many of them missed."""
+    def fill(self, cache: str, addresses_bytes: np.ndarray, *, instance: int = 0) -> int:
+        """Bring the lines of ``addresses_bytes`` into copy ``instance`` of ``cache`` alone, in
+        order, as a copy engine writing through the L2 does: no TLB lookup, no other cache, no
+        latency. Returns how many of them missed."""
         if cache not in self.profile.caches:
             raise ProfileError(
                 f"profile {self.profile.name!r} ({self.profile.source}) has no cache {cache!r}; "
@@ -157,19 +174,23 @@ class SimGPU:
             )
         addrs = _addresses(addresses_bytes)
         a = self._arrays
-        s = list(self.profile.caches).index(cache)
+        copies = self.profile.caches[cache].instances_per_sm
+        if not 0 <= instance < copies:
+            raise ValueError(f"cache {cache!r} has copies 0..{copies - 1}, not {instance}")
+        s = self._first[cache] + instance
         return int(
             K.run_fill(
                 addrs, s, a["par"], a["sets"], a["idx"], a["lines"], a["wcum"], a["clk"], self._rng
             )
         )
 
-    def load_sequence(self, path: str, addresses_bytes: np.ndarray) -> np.ndarray:
-        """Latencies (int64 cycles) of dependent loads of ``addresses_bytes`` by one thread."""
+    def load_sequence(self, path: str, addresses_bytes: np.ndarray, *, warp: int = 0) -> np.ndarray:
+        """Latencies (int64 cycles) of dependent loads of ``addresses_bytes`` by one thread of
+        warp ``warp``."""
         p = self._path(path)
         addrs = _addresses(addresses_bytes)
         out = np.empty(addrs.shape[0], dtype=np.int64)
-        K.run_sequence(addrs, out, p, self._tlbs, *self._args())
+        K.run_sequence(addrs, out, np.int64(_warp(warp)), p, self._tlbs, *self._args())
         return out
 
     def chase(
@@ -182,8 +203,9 @@ class SimGPU:
         start_index: int,
         warmup_steps: int,
         record_steps: int,
+        warp: int = 0,
     ) -> tuple[np.ndarray, np.ndarray]:
-        """The fine-grained P-chase (TPDS Listing 3) on ``path``.
+        """The fine-grained P-chase (TPDS Listing 3) on ``path`` by one thread of warp ``warp``.
 
         ``j = start_index``; ``warmup_steps`` times ``j = chain[j]`` (loads not recorded); then
         ``record_steps`` times: load ``base_address_bytes + j * element_bytes``, ``j =
@@ -207,6 +229,7 @@ class SimGPU:
             np.int64(base_address_bytes),
             np.int64(start_index),
             np.int64(warmup_steps),
+            np.int64(_warp(warp)),
             lat,
             ind,
             p,

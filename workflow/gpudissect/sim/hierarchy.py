@@ -22,6 +22,9 @@ The order of the walk (it matters for the replacement state and the random strea
    as an L2-cached one, NPC Table 3 patterns 2-3 with L1 enabled, 404/488 against 398/482
    with L1 disabled; TPDS Sec. 5.2(3)).
 
+A cache with ``instances_per_sm`` N > 1 is N independent copies (lines and replacement state);
+a load of warp w looks up the copy ``CacheSpec.instance_of(w)`` and no other (cache.py).
+
 ``MemoryHierarchy`` below implements these rules on the reference models of cache.py and
 tlb.py; the numba engine (``_kernels.load``) implements the same ones, and tests check that
 both give the same latencies, load for load, for the same seed.
@@ -41,21 +44,25 @@ class MemoryHierarchy:
     def __init__(self, profile: DeviceProfile, *, seed: int) -> None:
         self.profile = profile
         self.rng = Rng(seed=seed)  # one replacement stream for every structure, as the engine
-        self.caches = {name: Cache(spec, rng=self.rng) for name, spec in profile.caches.items()}
+        self.caches = {
+            name: [Cache(spec, rng=self.rng) for _ in range(spec.instances_per_sm)]
+            for name, spec in profile.caches.items()
+        }
         self.tlb = Tlb(profile.tlbs, rng=self.rng) if profile.tlbs else None
         self.noise = Noise(profile.noise, seed=seed)
 
     def reset(self) -> None:
         """Cold caches and TLBs, no active window, random streams from the seed."""
-        for cache in self.caches.values():
-            cache.reset()
+        for copies in self.caches.values():
+            for cache in copies:
+                cache.reset()
         if self.tlb is not None:
             self.tlb.reset()
         self.rng.reset()
         self.noise.reset()
 
-    def load(self, path: str, address_bytes: int) -> int:
-        """Latency in cycles of one load of ``address_bytes`` on ``path``."""
+    def load(self, path: str, address_bytes: int, *, warp: int = 0) -> int:
+        """Latency in cycles of one load of ``address_bytes`` on ``path`` by warp ``warp``."""
         specs = self.profile.path_caches(path)
         latency = self.profile.dram.latency_cycles
         penalty, nearest_tlb_missed, translated = 0, False, self.tlb is None
@@ -63,7 +70,8 @@ class MemoryHierarchy:
             if not translated and spec.translated:
                 penalty, nearest_tlb_missed = self._translate(address_bytes)
                 translated = True
-            hit = self.caches[spec.name].access(address_bytes).hit
+            copy = spec.instance_of(warp, max_warps_per_sm=self.profile.max_warps_per_sm)
+            hit = self.caches[spec.name][copy].access(address_bytes).hit
             if hit and not (spec.miss_on_tlb_miss and nearest_tlb_missed):
                 latency = spec.hit_latency_on(path)
                 break

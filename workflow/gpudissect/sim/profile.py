@@ -276,6 +276,7 @@ class _Checker:
             miss_on_tlb_miss=d.get("miss_on_tlb_miss", False),
             path_latency_cycles=tuple(d.get("path_latency_cycles", {}).items()),
             instances_per_sm=d.get("instances_per_sm", 1),
+            instance_select=d.get("instance_select", "warp_modulo"),
         )
 
     def tlb_level(self, i: int, d: dict) -> TlbLevelSpec:

@@ -1,0 +1,99 @@
+"""The `cache_sharing` result (Größler's thesis, Sec. 4.5): per L1-level cache, the caches of
+other load paths that are the same physical cache.
+
+Each ordered pair (A's path, B's path) is one test (`analysis.disturbance`): B's walk disturbs
+A's re-walk or not. Two paths reach one cache when both directions disturb; a pair whose
+directions disagree is reported in the evidence and halves the confidence (an array near one
+cache's size need not overflow a larger cache that it shares with a smaller one).
+"""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from .disturbance import (
+    ELEMENT_OF_PATH,
+    NAMING_RULE,
+    disturbance,
+    header_fields,
+    skipped_reasons,
+    walk_latencies,
+)
+from .result import quantity, undetermined
+
+METHOD = (
+    "two-thread eviction test (Thesis Sec. 4.5): thread A fills its cache with an array near "
+    "its size, thread B (the same warp) walks an array near its own cache's size on the other "
+    "path, A re-walks timed; misses beyond A's baseline (one-sided Fisher test, and a minimum "
+    "excess share) in both directions mean one physical cache"
+)
+
+
+def pair_tests(data: pd.DataFrame, *, alpha: float, min_excess: float) -> list[dict]:
+    """One entry per ordered pair (A's path, B's path) with its test."""
+    walks = walk_latencies(data)
+    out = []
+    for (test, a, b, _), lat in walks.items():
+        if test != "disturbed":
+            continue
+        base = walks[("baseline", a, "", -1)]
+        d = disturbance(base, lat, alpha=alpha, min_excess=min_excess)
+        out.append({"path_a": a, "path_b": b} | d.as_dict() | {"evidence": d.evidence()})
+    return out
+
+
+def _shared_with(path: str, pairs: list[dict]) -> dict:
+    by = {(p["path_a"], p["path_b"]): p for p in pairs}
+    others = sorted({p["path_b"] for p in pairs if p["path_a"] == path})
+    if not others:
+        return undetermined("no other load path with a cache of its own was measured")
+    shared, notes, confidence = [], [], 1.0
+    for q in others:
+        ab, ba = by.get((path, q)), by.get((q, path))
+        if ab is None or ba is None:
+            continue
+        confidence = min(confidence, ab["confidence"], ba["confidence"])
+        if ab["disturbed"] and ba["disturbed"]:
+            shared.append(ELEMENT_OF_PATH[q])
+        elif ab["disturbed"] != ba["disturbed"]:
+            confidence *= 0.5
+            notes.append(f"{path}/{q} directions disagree (counted as separate caches)")
+    evidence = "; ".join(
+        f"B on {q}: {by[(path, q)]['evidence']}; reverse: {by[(q, path)]['evidence']}"
+        for q in others
+        if (path, q) in by and (q, path) in by
+    )
+    return quantity(
+        shared,
+        unit=None,
+        confidence=confidence,
+        method=METHOD,
+        evidence=evidence + ("; " + "; ".join(notes) if notes else ""),
+    )
+
+
+def analyse(data: pd.DataFrame, *, provenance: dict, inputs: dict | None = None) -> dict:
+    """The `cache_sharing` result document for one device."""
+    params = provenance.get("config", {}).get("parameters", {}) or {}
+    paths = list(params.get("paths") or ELEMENT_OF_PATH)
+    pairs = []
+    if len(data):
+        pairs = pair_tests(
+            data,
+            alpha=params.get("alpha", 0.01),
+            min_excess=params.get("min_excess_miss_fraction", 0.25),
+        )
+    measured = sorted(set(data["path_a"])) if len(data) else []
+    reasons = skipped_reasons((inputs or {}).get("cache_stage1"), set(paths) - set(measured))
+    elements = {}
+    for path in paths:
+        element = ELEMENT_OF_PATH[path]
+        if path in measured:
+            elements[element] = {"path": path, "shared_with": _shared_with(path, pairs)}
+        else:
+            elements[element] = {"path": path, "shared_with": undetermined(reasons[path])}
+    return header_fields("cache_sharing", provenance, data) | {
+        "pairs": pairs,
+        "elements": elements,
+        "naming_rule": NAMING_RULE,
+    }
