@@ -30,7 +30,12 @@ REPO = Path(__file__).resolve().parents[1]
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--cores", type=int, default=8)
-    ap.add_argument("--configfile", default="config/gpu.yaml")
+    ap.add_argument(
+        "--configfile",
+        nargs="+",
+        default=["config/gpu.yaml"],
+        help="run config(s), merged in order (config/topology_only.yaml: the topology part alone)",
+    )
     ap.add_argument("--keep", type=Path, help="copy results/ and logs/ here afterwards")
     args = ap.parse_args()
     env = dict(os.environ)
@@ -48,7 +53,7 @@ def main() -> None:
         start = time.perf_counter()
         subprocess.run(
             [sys.executable, "-m", "snakemake", "--cores", str(args.cores), "--quiet", "all"]
-            + ["--configfile", args.configfile],
+            + ["--configfile", *args.configfile],
             cwd=work,
             check=True,
             env=env,
@@ -61,7 +66,7 @@ def main() -> None:
             sweeps.append(
                 (float(prov.get("elapsed_s") or 0.0), f"{trace.parent.name}/{trace.stem}")
             )
-        print(f"{args.configfile}, --cores {args.cores}: {elapsed:.1f} s wall on {gpu}")
+        print(f"{" ".join(args.configfile)}, --cores {args.cores}: {elapsed:.1f} s wall on {gpu}")
         print(f"sweeps: {sum(s for s, _ in sweeps):.1f} s in all")
         for seconds, name in sorted(sweeps, reverse=True):
             print(f"  {name}: {seconds:.1f} s")
