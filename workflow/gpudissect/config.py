@@ -17,11 +17,10 @@ import yaml
 
 from gpudissect import yamlio
 
+from .datafiles import schema_file
 from .exceptions import ConfigError
-from .provenance import REPO_ROOT
 
-SCHEMA_DIR = REPO_ROOT / "config" / "schemas"
-CONFIG_SCHEMA = SCHEMA_DIR / "config.schema.yaml"
+CONFIG_SCHEMA = schema_file("config.schema.yaml")
 
 
 @dataclass(frozen=True)

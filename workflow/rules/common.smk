@@ -1,3 +1,4 @@
+import os
 import re
 import sys
 from pathlib import Path
@@ -10,6 +11,11 @@ from gpudissect.config import parse as parse_run_config  # noqa: E402
 from gpudissect.devices import detect_arch  # noqa: E402
 from gpudissect.exceptions import GpuDissectError  # noqa: E402
 from gpudissect.families import FAMILIES  # noqa: E402
+from gpudissect.provenance import git_commit  # noqa: E402
+
+# The jobs record the commit of this workflow's checkout when their package cannot tell its own
+# (an installed, not editable, package).
+os.environ.setdefault("GPUDISSECT_GIT_COMMIT", git_commit(workflow.basedir))
 
 try:
     RUN = parse_run_config(config)
