@@ -28,7 +28,6 @@ REQUIRED_PROVENANCE = (
     "git_commit",
     "config_hash",
     "host",
-    "created_utc",
     "experiment",
     "device",
 )
