@@ -18,7 +18,7 @@ import yaml
 from gpudissect import yamlio
 
 from .datafiles import schema_file
-from .exceptions import ConfigError
+from .exceptions import ConfigError, ProfileError
 
 CONFIG_SCHEMA = schema_file("config.schema.yaml")
 
@@ -47,6 +47,24 @@ class DeviceEntry:
 
     def enabled(self, experiment: str) -> bool:
         return bool(self.experiments.get(experiment, {}).get("enabled", False))
+
+    def sweep_fragment(self, experiment: str) -> dict[str, Any]:
+        """The part of the config one sweep depends on: this device's own keys and this
+        experiment's section, nothing of the other experiments. Its hash is the trace's
+        `config_hash` and a param of the sweep's rule, so editing it reruns this sweep alone."""
+        return {
+            "device": {
+                "name": self.name,
+                "backend": self.backend,
+                "profile": None if self.profile is None else str(self.profile),
+                "seed": self.seed,
+                "index": self.index,
+                "arch": self.arch,
+                "carveouts": list(self.carveouts),
+            },
+            "experiment": experiment,
+            "parameters": self.experiments[experiment],
+        }
 
 
 @dataclass(frozen=True)
@@ -189,6 +207,17 @@ def check_stride_and_sizes(sizes: SizeRange, stride_bytes: int, key: str) -> Non
         )
 
 
+def _check_profile(path: Path, key: str) -> None:
+    """Load the device profile as the simulator will, so a broken one (ways that do not divide
+    the lines, a negative latency, a 48-byte line) stops the run before any job starts."""
+    from .sim.profile import load_profile
+
+    try:
+        load_profile(path)
+    except ProfileError as exc:
+        raise ConfigError(f"{key}: the device profile is invalid: {exc}") from None
+
+
 def parse(raw: dict[str, Any], *, base_dir: str | os.PathLike = ".") -> RunConfig:
     """Validate and type a run config. Relative profile paths resolve against `base_dir`."""
     cfg = validate(raw)
@@ -213,6 +242,7 @@ def parse(raw: dict[str, Any], *, base_dir: str | os.PathLike = ".") -> RunConfi
                     f"(resolved to {profile}); allowed: a path to a device "
                     "profile YAML file"
                 )
+            _check_profile(profile, f"{where}.profile")
             for k in ("arch", "carveouts"):
                 if k in raw["devices"][i]:
                     raise ConfigError(f"{where}.{k}: only for backend cuda, not sim")

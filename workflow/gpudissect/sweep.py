@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import datetime as _dt
 import json
 import logging
@@ -44,11 +43,7 @@ def run_experiment(
     """Run `experiment` on `device`, write the trace to `out` atomically, return its path."""
     fam = family(experiment)
     params = device.params[experiment]
-    fragment = {
-        "device": dataclasses.asdict(device) | {"profile": str(device.profile), "params": None},
-        "experiment": experiment,
-        "parameters": device.experiments[experiment],
-    }
+    fragment = device.sweep_fragment(experiment)
     started_utc = _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds")
     started = time.monotonic()
     with open_backend(device, cubin_dir=cubin_dir) as backend:

@@ -11,7 +11,7 @@ from gpudissect.config import parse as parse_run_config  # noqa: E402
 from gpudissect.devices import detect_arch  # noqa: E402
 from gpudissect.exceptions import GpuDissectError  # noqa: E402
 from gpudissect.families import FAMILIES  # noqa: E402
-from gpudissect.provenance import git_commit  # noqa: E402
+from gpudissect.provenance import config_hash, git_commit  # noqa: E402
 
 # The jobs record the commit of this workflow's checkout when their package cannot tell its own
 # (an installed, not editable, package).
@@ -21,6 +21,13 @@ try:
     RUN = parse_run_config(config)
 except GpuDissectError as exc:
     raise WorkflowError(f"gpudissect: {exc}") from None
+
+# `--cores 0` leaves the scheduler waiting for a core that never comes
+_cores = workflow.global_resources.get("_cores")
+if workflow.local_exec and getattr(_cores, "value", _cores) == 0:
+    raise WorkflowError(
+        "gpudissect: --cores 0: no job could start; allowed: --cores N with N >= 1, or --cores all"
+    )
 
 DEVICES = {d.name: d for d in RUN.devices}
 FAMILY = dict(FAMILIES)
