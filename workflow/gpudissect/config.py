@@ -7,6 +7,7 @@ and is raised before any job runs.
 from __future__ import annotations
 
 import copy
+import json
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -110,6 +111,36 @@ def _key_path(parts) -> str:
     return out or "(top level)"
 
 
+_YAML_KIND = {
+    "array": "a list",
+    "object": "a mapping",
+    "integer": "an integer",
+    "number": "a number",
+    "string": "a string",
+    "boolean": "true or false",
+}
+
+
+def _kind_of(value: Any) -> str:
+    if isinstance(value, dict):
+        return f"a mapping with keys {sorted(map(str, value))}"
+    if isinstance(value, list):
+        return "a list"
+    return f"{value!r}"
+
+
+def _type_error(key: str, value: Any, schema: dict[str, Any]) -> str:
+    """A wrong shape, with what the key is for and an example of the right shape."""
+    wanted = schema["type"] if isinstance(schema["type"], list) else [schema["type"]]
+    allowed = " or ".join(_YAML_KIND.get(t, t) for t in wanted)
+    text = f"{key}: got {_kind_of(value)}; allowed: {allowed}"
+    if "description" in schema:
+        text += f"; the key holds: {' '.join(schema['description'].split())}"
+    if "default" in schema:
+        text += f", for example {json.dumps(schema['default'])}"
+    return text
+
+
 def describe_error(err: jsonschema.ValidationError) -> str:
     """One line naming the key, the value and what is allowed."""
     key = _key_path(err.absolute_path)
@@ -126,7 +157,7 @@ def describe_error(err: jsonschema.ValidationError) -> str:
     if v in ("minimum", "maximum", "exclusiveMinimum"):
         return f"{key}: {err.instance!r} is out of range; allowed: {v} {s[v]}"
     if v == "type":
-        return f"{key}: {err.instance!r} is not of type {s['type']}"
+        return _type_error(key, err.instance, s)
     if v == "pattern":
         return f"{key}: {err.instance!r} does not match the allowed form {s['pattern']}"
     if v == "multipleOf":

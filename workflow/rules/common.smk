@@ -8,7 +8,7 @@ from snakemake.exceptions import WorkflowError
 sys.path.insert(0, str(Path(workflow.basedir) / "workflow"))
 
 from gpudissect.config import parse as parse_run_config  # noqa: E402
-from gpudissect.devices import detect_arch  # noqa: E402
+from gpudissect.devices import cuda_backend_missing, detect_arch  # noqa: E402
 from gpudissect.exceptions import GpuDissectError  # noqa: E402
 from gpudissect.families import FAMILIES  # noqa: E402
 from gpudissect.provenance import config_hash, git_commit  # noqa: E402
@@ -51,6 +51,18 @@ def device_arch(device):
 # sets how many there are (`--resources gpu=N`).
 if RUN.cuda_devices and workflow.local_exec and "gpu" not in workflow.global_resources:
     workflow.global_resources["gpu"] = 1
+
+
+onstart:
+    # A local run on a CUDA device needs pycuda here: found out before any job (nvcc among them)
+    # starts. Only now does Snakemake know whether the jobs run here or on a cluster's nodes.
+    if RUN.cuda_devices and workflow.local_exec:
+        if (reason := cuda_backend_missing()) is not None:
+            raise WorkflowError(
+                f"gpudissect: devices {[d.name for d in RUN.cuda_devices]} use backend cuda: "
+                f"{reason}"
+            )
+
 
 ARCHS = {name: device_arch(d) for name, d in DEVICES.items() if d.backend == "cuda"}
 
