@@ -178,7 +178,8 @@ def test_cuda_device_without_pycuda_stops_before_any_job(tmp_path):
     )
     proc = _snakemake(work, "--cores", "1", "--configfile", "gpu.yaml")
     assert proc.returncode != 0
-    assert "devices ['g'] use backend cuda: pycuda is not installed on this host" in proc.stdout + proc.stderr
+    out = proc.stdout + proc.stderr
+    assert "devices ['g'] use backend cuda: pycuda is not installed on this host" in out
     assert not (work / "results").exists() and not (work / "logs").exists()  # nvcc never ran
     dry = _snakemake(work, "--cores", "1", "--dry-run", "--configfile", "gpu.yaml")
     assert dry.returncode == 0, dry.stderr[-2000:]  # planning a GPU run needs no GPU
