@@ -74,7 +74,7 @@ class Family:
         self._experiment = f"experiments.{experiment}"
         self.parse_params = _Ref(self._experiment, "parse_params")
         self.run = _Ref(self._experiment, "run", preload=handlers)
-        self.analyse = _Ref(*analyse.split(":"))
+        self._analyse = _Ref(*analyse.split(":"))
         self.plot = _Ref(*plot.split(":"))
         self.report_section = _Ref(*report_section.split(":"))
         self.sweep_inputs = sweep_inputs
@@ -92,6 +92,17 @@ class Family:
     @property
     def kernels(self) -> tuple[str, ...]:
         return tuple(self._module.KERNELS)
+
+    def analyse(
+        self, data: Any, *, provenance: dict[str, Any], inputs: dict[str, str] | None = None
+    ) -> dict[str, Any]:
+        """The result document of a trace. A trace with a NaN or infinite measurement is
+        refused (AnalysisError naming the column and row); an empty one is the analysis's to
+        report undetermined (the device lacks the load path)."""
+        from .traces import refuse_non_finite
+
+        refuse_non_finite(data, where=f"{self.name} trace of {provenance.get('device')}")
+        return self._analyse(data, provenance=provenance, inputs=inputs or {})
 
     def __repr__(self) -> str:
         return f"Family({self.name!r})"
