@@ -125,3 +125,20 @@ def test_commit_of_a_tree_copied_into_another_checkout_is_not_that_checkouts(tmp
     assert git_commit(outer / "tracked.py") == head
     (outer / "tracked.py").write_text("x = 2\n")
     assert git_commit(outer) == f"{head}-dirty"
+
+
+def test_non_finite_measurements_are_found_in_list_cells_too():
+    from gpudissect.exceptions import AnalysisError
+    from gpudissect.traces import refuse_non_finite
+
+    frame = pd.DataFrame(
+        {
+            "threads": [32, 64, 96],
+            "thread_cycles": [np.array([1.0, 2.0]), np.array([3.0, np.nan]), np.array([4.0])],
+            "sm_clock_mhz": [np.nan, 1980.0, 1980.0],  # an unknown clock is allowed
+        }
+    )
+    with pytest.raises(AnalysisError, match="column 'thread_cycles' has 1 NaN.*first in row 1"):
+        refuse_non_finite(frame)
+    frame.loc[1, "thread_cycles"] = np.array([3.0, 5.0])
+    refuse_non_finite(frame)  # finite everywhere a measurement is
