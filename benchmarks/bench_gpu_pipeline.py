@@ -3,8 +3,9 @@
 Runs the real `snakemake --cores N --configfile config/gpu.yaml` once on a fresh copy of the
 workflow in a temporary folder: nvcc builds the kernels, every sweep runs on the GPU (one at a
 time: they share the `gpu` resource), then the analyses, figures and the report. Prints the
-elapsed wall time, the GPU it ran on, and each sweep's own time (`elapsed_s` in its trace's
-provenance), longest first. `--keep DIR` copies the run's `results/` and `logs/` to DIR.
+elapsed wall time, the GPU it ran on, and each sweep's own time (the `sweep timing:` line of
+its log: traces hold no wall-clock time), longest first. `--keep DIR` copies the run's
+`results/` and `logs/` to DIR.
 
 The copy is not a git checkout: its traces take their commit from GPUDISSECT_GIT_COMMIT, set
 here from this checkout's HEAD (or passed through when already set).
@@ -13,6 +14,7 @@ here from this checkout's HEAD (or passed through when already set).
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import shutil
 import subprocess
@@ -22,9 +24,19 @@ import time
 from pathlib import Path
 
 from gpudissect.provenance import git_commit
+from gpudissect.sweep import TIMING_TAG
 from gpudissect.traces import read_trace
 
 REPO = Path(__file__).resolve().parents[1]
+
+
+def _sweep_seconds(log: Path) -> float:
+    """A sweep's wall time, from the timing line its log ends with (traces hold no time)."""
+    lines = log.read_text().splitlines() if log.is_file() else []
+    for line in reversed(lines):
+        if TIMING_TAG in line:
+            return float(json.loads(line.split(TIMING_TAG, 1)[1])["elapsed_s"])
+    return 0.0
 
 
 def main() -> None:
@@ -39,7 +51,7 @@ def main() -> None:
     ap.add_argument("--keep", type=Path, help="copy results/ and logs/ here afterwards")
     args = ap.parse_args()
     env = dict(os.environ)
-    env.setdefault("GPUDISSECT_GIT_COMMIT", git_commit())
+    env.setdefault("GPUDISSECT_GIT_COMMIT", git_commit(REPO))
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp, "gpudissect")
         work.mkdir()
@@ -63,9 +75,8 @@ def main() -> None:
         for trace in sorted((work / "results" / "traces").glob("*/*.parquet")):
             prov = read_trace(trace).provenance
             gpu = gpu or (prov.get("device_info") or {}).get("name")
-            sweeps.append(
-                (float(prov.get("elapsed_s") or 0.0), f"{trace.parent.name}/{trace.stem}")
-            )
+            name = f"{trace.parent.name}/{trace.stem}"
+            sweeps.append((_sweep_seconds(work / "logs" / "run_sweep" / f"{name}.log"), name))
         print(f"{" ".join(args.configfile)}, --cores {args.cores}: {elapsed:.1f} s wall on {gpu}")
         print(f"sweeps: {sum(s for s, _ in sweeps):.1f} s in all")
         for seconds, name in sorted(sweeps, reverse=True):

@@ -112,6 +112,9 @@ def test_fit_recovers_fermi_like_banks():
     assert doc["model"]["r2"] > 0.999 and doc["misses"] == []
     by_degree = {r["degree"]: r["latency_cycles"] for r in doc["degree_latency"]}
     assert by_degree[32] == pytest.approx(40 + 31 * 10, abs=0.5)
+    # evidence reads as numbers, never as numpy reprs such as np.float64(23.109)
+    evidence = [q["evidence"] for q in shared.values() if isinstance(q, dict) and "evidence" in q]
+    assert evidence and not any("np." in e for e in evidence), evidence
 
 
 def test_fit_selects_eight_byte_banks_from_both_kepler_modes():

@@ -110,9 +110,35 @@ def test_commit_of_a_tree_copied_into_another_checkout_is_not_that_checkouts(tmp
            "GIT_COMMITTER_EMAIL": "t@t"}  # fmt: skip
     for k, v in env.items():
         monkeypatch.setenv(k, v)
-    subprocess.run(
-        ["git", "-C", str(outer), "commit", "-q", "--allow-empty", "-m", "x"], check=True
-    )
+    (outer / "tracked.py").write_text("x = 1\n")
+    (outer / "copy" / "untracked.py").write_text("x = 1\n")
+    subprocess.run(["git", "-C", str(outer), "add", "tracked.py"], check=True)
+    subprocess.run(["git", "-C", str(outer), "commit", "-q", "-m", "x"], check=True)
+    head = subprocess.run(
+        ["git", "-C", str(outer), "rev-parse", "HEAD"], capture_output=True, text=True, check=True
+    ).stdout.strip()
     monkeypatch.setenv("GPUDISSECT_GIT_COMMIT", "0123abc")
+    # nothing under copy/ is tracked: the outer checkout's HEAD says nothing about it
     assert git_commit(outer / "copy") == "0123abc"
-    assert git_commit(outer) not in ("0123abc", "unknown")
+    assert git_commit(outer / "copy" / "untracked.py") == "0123abc"
+    assert git_commit(outer) == head
+    assert git_commit(outer / "tracked.py") == head
+    (outer / "tracked.py").write_text("x = 2\n")
+    assert git_commit(outer) == f"{head}-dirty"
+
+
+def test_non_finite_measurements_are_found_in_list_cells_too():
+    from gpudissect.exceptions import AnalysisError
+    from gpudissect.traces import refuse_non_finite
+
+    frame = pd.DataFrame(
+        {
+            "threads": [32, 64, 96],
+            "thread_cycles": [np.array([1.0, 2.0]), np.array([3.0, np.nan]), np.array([4.0])],
+            "sm_clock_mhz": [np.nan, 1980.0, 1980.0],  # an unknown clock is allowed
+        }
+    )
+    with pytest.raises(AnalysisError, match="column 'thread_cycles' has 1 NaN.*first in row 1"):
+        refuse_non_finite(frame)
+    frame.loc[1, "thread_cycles"] = np.array([3.0, 5.0])
+    refuse_non_finite(frame)  # finite everywhere a measurement is

@@ -1,12 +1,16 @@
 """The real pipeline, end to end, on a tiny simulated config in a temporary directory."""
 
 import json
+import os
 import shutil
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
+import yaml
 
 from gpudissect.traces import read_trace
 
@@ -14,11 +18,9 @@ REPO = Path(__file__).resolve().parents[1]
 pytestmark = pytest.mark.slow
 
 
-@pytest.fixture(scope="module")
-def workdir(tmp_path_factory):
-    work = tmp_path_factory.mktemp("pipeline")
+def _copy_workflow(work):
     ignore = shutil.ignore_patterns("__pycache__", "*.pyc")
-    for item in ("Snakefile", "workflow", "config", "kernels", "envs", "tests/data"):
+    for item in ("Snakefile", "workflow", "config", "kernels", "envs", "profiles", "tests/data"):
         src = REPO / item
         dst = work / item
         if src.is_dir():
@@ -29,14 +31,33 @@ def workdir(tmp_path_factory):
     return work
 
 
-def _snakemake(work, *args):
+@pytest.fixture(scope="module")
+def workdir(tmp_path_factory):
+    return _copy_workflow(tmp_path_factory.mktemp("pipeline"))
+
+
+def _snakemake(work, *args, targets=(), path_first=None, popen=False):
     bin_dir = str(Path(sys.executable).parent)
     env = {"PATH": f"{bin_dir}:/usr/bin:/bin", "HOME": str(work)}
+    if path_first:
+        env["PATH"] = f"{path_first}:{env['PATH']}"
+    if popen:  # in its own process group, as a shell's foreground job is
+        return subprocess.Popen(
+            [sys.executable, "-m", "snakemake", "--cores", "2"]
+            + ["--configfile", "tests/data/tiny_config.yaml", *args],
+            cwd=work,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            env=env,
+            start_new_session=True,
+        )
     return subprocess.run(
         [
             sys.executable,
             "-m",
             "snakemake",
+            *targets,
             "--cores",
             "2",
             "--configfile",
@@ -81,3 +102,94 @@ def test_deleted_output_is_rebuilt_alone(workdir):
     proc = _snakemake(workdir, "--dry-run")
     out = proc.stdout + proc.stderr
     assert "plot_tiny" in out and "run_sweep" not in out
+
+
+def test_two_runs_give_byte_identical_traces_and_documents(workdir, tmp_path):
+    """The same config and seed give the same files, byte for byte (no wall-clock time in
+    them): a fresh copy runs the sweep and the analysis again."""
+    again = _copy_workflow(tmp_path)
+    documents = sorted(p.relative_to(workdir) for p in workdir.glob("results/analysis/*/*.json"))
+    traces = sorted(p.relative_to(workdir) for p in workdir.glob("results/traces/*/*.parquet"))
+    assert len(documents) == len(traces) > 1
+    proc = _snakemake(again, targets=[str(p) for p in documents])
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    for out in documents + traces:
+        assert (again / out).read_bytes() == (workdir / out).read_bytes(), out
+
+
+def _edited(workdir, name, edit):
+    cfg = yaml.safe_load((workdir / "tests/data/tiny_config.yaml").read_text())
+    edit(cfg)
+    (workdir / "tests/data" / name).write_text(yaml.safe_dump(cfg))
+    return f"tests/data/{name}"
+
+
+def _dry_run_outputs(workdir, configfile):
+    """The output files of the jobs a dry run would run."""
+    proc = _snakemake(workdir, "--dry-run", "--configfile", configfile)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    lines = (proc.stdout + proc.stderr).splitlines()
+    return {
+        path.strip()
+        for line in lines
+        if line.strip().startswith("output:")
+        for path in line.split(":", 1)[1].split(",")
+    }
+
+
+def test_edited_config_reruns_exactly_what_it_changes(workdir):
+    assert _snakemake(workdir).returncode == 0  # up to date again after the test above
+    l1_trace, l2_trace = "results/traces/tiny/l1_size.parquet", "results/traces/tiny/l2.parquet"
+    # each edited copy is given after the tiny config and merged over it, as an edit would be
+    seed = _edited(workdir, "seed.yaml", lambda c: c["devices"][0].update(seed=8))
+    assert {l1_trace, l2_trace} <= _dry_run_outputs(workdir, seed)  # the seed is the device's
+    stop = _edited(
+        workdir, "stop.yaml", lambda c: c["experiments"]["l1_size"]["array_bytes"].update(stop=3840)
+    )
+    rerun = _dry_run_outputs(workdir, stop)
+    assert l1_trace in rerun and l2_trace not in rerun
+    steps = _edited(
+        workdir, "steps.yaml", lambda c: c["experiments"].update(l2={"record_steps": 64})
+    )
+    rerun = _dry_run_outputs(workdir, steps)
+    assert l2_trace in rerun and l1_trace not in rerun
+    title = _edited(workdir, "title.yaml", lambda c: c["report"].update(title="edited"))
+    assert _dry_run_outputs(workdir, title) == {"results/report/report.md"}
+
+
+def test_interrupted_figure_job_resumes_with_a_plain_rerun(workdir, tmp_path):
+    """Ctrl-C while the figure job runs, after some figures are on disk: a plain rerun draws
+    them again instead of stopping with IncompleteFilesException."""
+    figures = sorted((workdir / "results/figures/tiny").glob("*.*"))
+    for f in figures:
+        f.unlink()
+    # `python` that draws the figures, then waits to be interrupted: the job's outputs are on
+    # disk and Snakemake still counts the job as running
+    flag = tmp_path / "drawn"
+    wrapper = tmp_path / "bin" / "python"
+    wrapper.parent.mkdir()
+    wrapper.write_text(
+        f'#!/bin/sh\n{sys.executable} "$@"; rc=$?\n'
+        f'case "$*" in *"gpudissect plot"*) touch {flag}; exec sleep 300;; esac\nexit $rc\n'
+    )
+    wrapper.chmod(0o755)
+    run = _snakemake(workdir, path_first=wrapper.parent, popen=True)
+    try:
+        for _ in range(1200):
+            if flag.exists() or run.poll() is not None:
+                break
+            time.sleep(0.1)
+        assert flag.exists(), run.communicate()[0][-3000:]
+        time.sleep(1)  # the wrapper is asleep by now
+        os.killpg(run.pid, signal.SIGINT)  # Ctrl-C: the signal goes to the whole group
+        out = run.communicate(timeout=120)[0]
+    finally:
+        if run.poll() is None:
+            os.killpg(run.pid, signal.SIGKILL)
+    assert run.returncode != 0, out[-2000:]
+    proc = _snakemake(workdir)
+    assert proc.returncode == 0, (proc.stdout + proc.stderr)[-3000:]
+    assert "plot_tiny" in proc.stdout + proc.stderr
+    for f in figures:
+        assert f.stat().st_size > 1000, f
+    assert not list((workdir / "results/figures/tiny").glob(".plot-*"))

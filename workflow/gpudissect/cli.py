@@ -8,9 +8,11 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import os
 import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 from .exceptions import ConfigError, GpuDissectError
@@ -103,7 +105,13 @@ def cmd_analyze(args: argparse.Namespace) -> int:
     from .families import family
     from .traces import read_trace
 
-    fam = family(args.experiment)
+    named = read_trace(args.trace).provenance["experiment"]
+    if args.experiment and args.experiment != named:
+        raise GpuDissectError(
+            f"analyze --experiment: {args.experiment!r}, but trace {args.trace} was written by "
+            f"experiment {named!r}; allowed: {named!r} (or leave --experiment out)"
+        )
+    fam = family(named)
     trace = read_trace(args.trace, schema=fam.schema)
     inputs = dict(kv.split("=", 1) for kv in args.input or [])
     doc = fam.analyse(trace.data, provenance=trace.provenance, inputs=inputs)
@@ -114,11 +122,6 @@ def cmd_analyze(args: argparse.Namespace) -> int:
 
 def cmd_plot(args: argparse.Namespace) -> int:
     """The figures of one or more experiments of one device, in one process."""
-    import matplotlib.pyplot as plt
-
-    from .families import family
-    from .traces import read_trace
-
     if not len(args.experiment) == len(args.trace) == len(args.analysis):
         raise GpuDissectError(
             f"plot: --experiment, --trace and --analysis pair up in order; got "
@@ -126,6 +129,24 @@ def cmd_plot(args: argparse.Namespace) -> int:
         )
     out_dir = Path(args.out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
+    # every figure goes to a scratch folder first and all move into place at the end: an
+    # interrupted or failed job leaves no figure of its own behind, so a rerun starts clean
+    scratch = Path(tempfile.mkdtemp(prefix=".plot-", dir=out_dir))
+    try:
+        _draw_figures(args, scratch)
+        for f in sorted(scratch.iterdir()):
+            os.replace(f, out_dir / f.name)
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+    return 0
+
+
+def _draw_figures(args: argparse.Namespace, out_dir: Path) -> None:
+    import matplotlib.pyplot as plt
+
+    from .families import family
+    from .traces import read_trace
+
     for name, trace_path, analysis_path in zip(
         args.experiment, args.trace, args.analysis, strict=True
     ):
@@ -152,7 +173,6 @@ def cmd_plot(args: argparse.Namespace) -> int:
                     fig.set_layout_engine("none")
             plt.close(fig)
         log.info("%s: %d figures", name, len(figures))
-    return 0
 
 
 def cmd_report(args: argparse.Namespace) -> int:
@@ -164,6 +184,12 @@ def cmd_report(args: argparse.Namespace) -> int:
         docs = tuple(
             p for exp in FAMILIES if (p := Path(args.analysis, name, f"{exp}.json")).is_file()
         )
+        if not docs:
+            raise GpuDissectError(
+                f"report --device: no result documents for device {name!r} under "
+                f"{args.analysis}/{name}/; allowed: a device with results, here "
+                f"{_devices_with_results(Path(args.analysis)) or 'none'}"
+            )
         figs = tuple(sorted(Path(args.figures, name).glob("*.png")))
         devices.append(DeviceResults(name=name, documents=docs, figures=figs))
     out = render_report(devices, title=args.title, out=args.out)
@@ -197,37 +223,54 @@ def cmd_topology(args: argparse.Namespace) -> int:
     return 0
 
 
+def _devices_with_results(analysis: Path) -> list[str]:
+    return sorted(p.name for p in analysis.glob("*") if p.is_dir() and any(p.glob("*.json")))
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="gpudissect", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     p.add_argument("-v", "--verbose", action="store_true", help="debug logging")
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    from .families import FAMILIES
+
+    experiments = list(FAMILIES)
+    experiment_help = f"experiment family, one of: {', '.join(experiments)}"
 
     s = sub.add_parser("devices", help="list CUDA GPUs here (and configured devices)")
-    s.add_argument("--config", help="also list the devices of this run config")
+    s.add_argument("--config", metavar="YAML", help="also list the devices of this run config")
     s.set_defaults(func=cmd_devices)
 
     s = sub.add_parser("validate", help="validate a run config (and its device profiles)")
-    s.add_argument("--config", required=True)
+    s.add_argument(
+        "--config",
+        required=True,
+        metavar="YAML",
+        help="the run config to check, e.g. config/config.yaml",
+    )
     s.set_defaults(func=cmd_validate)
 
     s = sub.add_parser("detect-arch", help="print the sm_XX arch of CUDA device INDEX")
-    s.add_argument("--index", type=int, default=0)
+    s.add_argument("--index", type=int, default=0, help="CUDA device index (default 0)")
     s.set_defaults(func=cmd_detect_arch)
 
     s = sub.add_parser("compile", help="compile one kernel to a cubin with nvcc")
     s.add_argument("--kernel", required=True, help="kernels/<name>.cu")
     s.add_argument("--arch", required=True, help="target arch, e.g. sm_90")
     s.add_argument("--out", required=True, help="output .cubin")
-    s.add_argument("--nvcc", default=shutil.which("nvcc") or "nvcc")
-    s.add_argument("--flag", action="append", help="extra nvcc flag (repeatable)")
+    s.add_argument(
+        "--nvcc", default=shutil.which("nvcc") or "nvcc", help="the nvcc to run (default: on PATH)"
+    )
+    s.add_argument("--flag", action="append", help="an nvcc flag (repeatable; default: -O3 alone)")
     s.set_defaults(func=cmd_compile)
 
     s = sub.add_parser("run", help="run one experiment on one configured device -> trace")
     s.add_argument("--config", required=True, help="run config YAML")
     s.add_argument("--device", required=True, help="device name from the config")
-    s.add_argument("--experiment", default="l1_size")
+    s.add_argument(
+        "--experiment", required=True, choices=experiments, metavar="NAME", help=experiment_help
+    )
     s.add_argument("--out", required=True, help="trace .parquet to write")
     s.add_argument("--cubin-dir", help="folder with compiled cubins (cuda devices)")
     s.add_argument(
@@ -239,8 +282,14 @@ def build_parser() -> argparse.ArgumentParser:
     s.set_defaults(func=cmd_run)
 
     s = sub.add_parser("analyze", help="analyse a trace -> result JSON")
-    s.add_argument("--experiment", default="l1_size")
-    s.add_argument("--trace", required=True)
+    s.add_argument(
+        "--experiment",
+        choices=experiments,
+        metavar="NAME",
+        help="the experiment that wrote the trace (default: the one its metadata names; "
+        "an error when they differ)",
+    )
+    s.add_argument("--trace", required=True, help="the trace .parquet to analyse")
     s.add_argument("--out", required=True, help="result .json to write")
     s.add_argument(
         "--input",
@@ -254,11 +303,20 @@ def build_parser() -> argparse.ArgumentParser:
         "plot",
         help="the figures of one or more experiments (traces and results paired in order)",
     )
-    s.add_argument("--experiment", nargs="+", default=["l1_size"])
-    s.add_argument("--trace", nargs="+", required=True)
+    s.add_argument(
+        "--experiment",
+        nargs="+",
+        required=True,
+        choices=experiments,
+        metavar="NAME",
+        help=experiment_help,
+    )
+    s.add_argument("--trace", nargs="+", required=True, help="the trace of each experiment")
     s.add_argument("--analysis", nargs="+", required=True, help="the result JSON of each trace")
     s.add_argument("--out-dir", required=True, help="folder for <figure>.<format> files")
-    s.add_argument("--formats", nargs="+", default=["png", "pdf"])
+    s.add_argument(
+        "--formats", nargs="+", default=["png", "pdf"], help="file formats (default: png pdf)"
+    )
     s.set_defaults(func=cmd_plot)
 
     s = sub.add_parser(
@@ -287,11 +345,15 @@ def build_parser() -> argparse.ArgumentParser:
     s.set_defaults(func=cmd_topology)
 
     s = sub.add_parser("report", help="render results/report/report.md")
-    s.add_argument("--device", nargs="+", required=True)
-    s.add_argument("--analysis", default="results/analysis")
-    s.add_argument("--figures", default="results/figures")
-    s.add_argument("--title", default="gpudissect report")
-    s.add_argument("--out", default="results/report/report.md")
+    s.add_argument(
+        "--device", nargs="+", required=True, help="the devices to report (each needs results)"
+    )
+    s.add_argument(
+        "--analysis", default="results/analysis", help="folder of <device>/<experiment>.json"
+    )
+    s.add_argument("--figures", default="results/figures", help="folder of <device>/*.png")
+    s.add_argument("--title", default="gpudissect report", help="the report's title")
+    s.add_argument("--out", default="results/report/report.md", help="the Markdown to write")
     s.set_defaults(func=cmd_report)
     return p
 

@@ -7,6 +7,7 @@ and is raised before any job runs.
 from __future__ import annotations
 
 import copy
+import json
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -17,11 +18,10 @@ import yaml
 
 from gpudissect import yamlio
 
-from .exceptions import ConfigError
-from .provenance import REPO_ROOT
+from .datafiles import schema_file
+from .exceptions import ConfigError, ProfileError
 
-SCHEMA_DIR = REPO_ROOT / "config" / "schemas"
-CONFIG_SCHEMA = SCHEMA_DIR / "config.schema.yaml"
+CONFIG_SCHEMA = schema_file("config.schema.yaml")
 
 
 AUTO = "auto"  # a sweep range the sweep derives from the driver's facts and earlier results
@@ -51,6 +51,24 @@ class DeviceEntry:
 
     def enabled(self, experiment: str) -> bool:
         return bool(self.experiments.get(experiment, {}).get("enabled", False))
+
+    def sweep_fragment(self, experiment: str) -> dict[str, Any]:
+        """The part of the config one sweep depends on: this device's own keys and this
+        experiment's section, nothing of the other experiments. Its hash is the trace's
+        `config_hash` and a param of the sweep's rule, so editing it reruns this sweep alone."""
+        return {
+            "device": {
+                "name": self.name,
+                "backend": self.backend,
+                "profile": None if self.profile is None else str(self.profile),
+                "seed": self.seed,
+                "index": self.index,
+                "arch": self.arch,
+                "carveouts": list(self.carveouts),
+            },
+            "experiment": experiment,
+            "parameters": self.experiments[experiment],
+        }
 
 
 @dataclass(frozen=True)
@@ -99,6 +117,36 @@ def _key_path(parts) -> str:
     return out or "(top level)"
 
 
+_YAML_KIND = {
+    "array": "a list",
+    "object": "a mapping",
+    "integer": "an integer",
+    "number": "a number",
+    "string": "a string",
+    "boolean": "true or false",
+}
+
+
+def _kind_of(value: Any) -> str:
+    if isinstance(value, dict):
+        return f"a mapping with keys {sorted(map(str, value))}"
+    if isinstance(value, list):
+        return "a list"
+    return f"{value!r}"
+
+
+def _type_error(key: str, value: Any, schema: dict[str, Any]) -> str:
+    """A wrong shape, with what the key is for and an example of the right shape."""
+    wanted = schema["type"] if isinstance(schema["type"], list) else [schema["type"]]
+    allowed = " or ".join(_YAML_KIND.get(t, t) for t in wanted)
+    text = f"{key}: got {_kind_of(value)}; allowed: {allowed}"
+    if "description" in schema:
+        text += f"; the key holds: {' '.join(schema['description'].split())}"
+    if "default" in schema:
+        text += f", for example {json.dumps(schema['default'])}"
+    return text
+
+
 def describe_error(err: jsonschema.ValidationError) -> str:
     """One line naming the key, the value and what is allowed."""
     key = _key_path(err.absolute_path)
@@ -115,7 +163,7 @@ def describe_error(err: jsonschema.ValidationError) -> str:
     if v in ("minimum", "maximum", "exclusiveMinimum"):
         return f"{key}: {err.instance!r} is out of range; allowed: {v} {s[v]}"
     if v == "type":
-        return f"{key}: {err.instance!r} is not of type {s['type']}"
+        return _type_error(key, err.instance, s)
     if v == "pattern":
         return f"{key}: {err.instance!r} does not match the allowed form {s['pattern']}"
     if v == "multipleOf":
@@ -204,6 +252,17 @@ def check_stride_and_sizes(sizes: SizeRange, stride_bytes: int, key: str) -> Non
         )
 
 
+def _check_profile(path: Path, key: str) -> None:
+    """Load the device profile as the simulator will, so a broken one (ways that do not divide
+    the lines, a negative latency, a 48-byte line) stops the run before any job starts."""
+    from .sim.profile import load_profile
+
+    try:
+        load_profile(path)
+    except ProfileError as exc:
+        raise ConfigError(f"{key}: the device profile is invalid: {exc}") from None
+
+
 def parse(raw: dict[str, Any], *, base_dir: str | os.PathLike = ".") -> RunConfig:
     """Validate and type a run config. Relative profile paths resolve against `base_dir`."""
     cfg = validate(raw)
@@ -228,6 +287,7 @@ def parse(raw: dict[str, Any], *, base_dir: str | os.PathLike = ".") -> RunConfi
                     f"(resolved to {profile}); allowed: a path to a device "
                     "profile YAML file"
                 )
+            _check_profile(profile, f"{where}.profile")
             for k in ("arch", "carveouts"):
                 if k in raw["devices"][i]:
                     raise ConfigError(f"{where}.{k}: only for backend cuda, not sim")

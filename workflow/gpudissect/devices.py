@@ -61,3 +61,16 @@ def detect_arch(index: int = 0) -> str:
         f"cannot detect the arch of CUDA device {index}: no such GPU found here (nvidia-smi and "
         "pycuda found none). Set devices[].arch (for example sm_90) or run on the GPU host"
     )
+
+
+def cuda_backend_missing() -> str | None:
+    """Why no sweep can run on a CUDA device here (None when pycuda is importable): checked
+    before any job, so a run does not compile kernels for a GPU it cannot reach."""
+    import importlib.util
+
+    if importlib.util.find_spec("pycuda") is not None:
+        return None
+    return (
+        "pycuda is not installed on this host, so no sweep can run on a GPU here (no GPU "
+        "backend). On the GPU host: pip install .[cuda]; elsewhere use backend: sim devices"
+    )

@@ -49,6 +49,22 @@ class _Ref:
         return f"<{self.module}.{self.attr}>"
 
 
+class _Analysis(_Ref):
+    """A family's analysis: `(data, *, provenance, inputs)` -> the result document. A trace with
+    a NaN or infinite measurement is refused first (AnalysisError naming the column and row);
+    an empty one is the analysis's to report undetermined (the device lacks the load path)."""
+
+    def __init__(self, family: str, module: str, attr: str):
+        super().__init__(module, attr)
+        self.family = family
+
+    def __call__(self, data: Any, *, provenance: dict[str, Any], **kwargs: Any) -> Any:
+        from .traces import refuse_non_finite
+
+        refuse_non_finite(data, where=f"{self.family} trace of {provenance.get('device')}")
+        return self.resolve()(data, provenance=provenance, **kwargs)
+
+
 def _no_inputs(device: Any) -> dict[str, str]:
     return {}
 
@@ -74,7 +90,7 @@ class Family:
         self._experiment = f"experiments.{experiment}"
         self.parse_params = _Ref(self._experiment, "parse_params")
         self.run = _Ref(self._experiment, "run", preload=handlers)
-        self.analyse = _Ref(*analyse.split(":"))
+        self.analyse = _Analysis(name, *analyse.split(":"))
         self.plot = _Ref(*plot.split(":"))
         self.report_section = _Ref(*report_section.split(":"))
         self.sweep_inputs = sweep_inputs

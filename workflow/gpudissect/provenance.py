@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import datetime as _dt
 import hashlib
 import json
 import os
@@ -13,35 +12,37 @@ from typing import Any
 
 from . import __version__
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
+PACKAGE_DIR = Path(__file__).resolve().parent
 
 
-def git_commit(root: Path = REPO_ROOT) -> str:
-    """HEAD's commit, with `-dirty` when tracked files differ from it.
+def git_commit(source: str | os.PathLike = PACKAGE_DIR) -> str:
+    """The commit of the checkout that tracks `source` (a file or folder), with `-dirty` when
+    tracked files differ from it.
 
-    Where git cannot tell (a copy of the tree sent to a GPU host, an unpacked bundle) the commit
-    comes from GPUDISSECT_GIT_COMMIT when set, else `unknown`.
+    Where no checkout tracks it (an installed package, a copy of the tree sent to a GPU host, an
+    unpacked bundle, a copy inside another checkout) the commit comes from GPUDISSECT_GIT_COMMIT
+    when set, else `unknown`. The workflow sets that variable from its own checkout, so the jobs
+    of a pipeline run with an installed package still record the workflow's commit.
     """
     fallback = os.environ.get("GPUDISSECT_GIT_COMMIT", "unknown")
-    try:
-        top, head = subprocess.run(
-            ["git", "-C", str(root), "rev-parse", "--show-toplevel", "HEAD"],
-            capture_output=True,
-            text=True,
-            check=True,
-            timeout=10,
-        ).stdout.split()
-        if Path(top).resolve() != Path(root).resolve():
-            # the tree sits inside another repository (a copy unpacked in a checkout): that
-            # repository's HEAD says nothing about this tree
-            return fallback
-        dirty = subprocess.run(
-            ["git", "-C", str(root), "status", "--porcelain", "--untracked-files=no"],
+    source = Path(source).resolve()
+    where = source if source.is_dir() else source.parent
+
+    def git(*args: str) -> str:
+        return subprocess.run(
+            ["git", "-C", str(where), *args],
             capture_output=True,
             text=True,
             check=True,
             timeout=10,
         ).stdout.strip()
+
+    try:
+        # fails unless the checkout tracks at least one file at or under `source`: a copy
+        # inside another checkout says nothing about that checkout's HEAD
+        git("ls-files", "--error-unmatch", "--", str(source))
+        head = git("rev-parse", "HEAD")
+        dirty = git("status", "--porcelain", "--untracked-files=no")
     except (OSError, subprocess.SubprocessError, ValueError):
         return fallback
     if not head:
@@ -56,6 +57,8 @@ def config_hash(section: Any) -> str:
 
 
 def base_provenance(*, config_fragment: Any) -> dict[str, Any]:
+    """What every trace carries. No wall-clock time: a trace is a function of the config, the
+    seed and the code, byte for byte; when a sweep ran goes to its timing file (see sweep.py)."""
     return {
         "package": "gpudissect",
         "package_version": __version__,
@@ -64,5 +67,4 @@ def base_provenance(*, config_fragment: Any) -> dict[str, Any]:
         "config": config_fragment,
         "host": platform.node(),
         "python": platform.python_version(),
-        "created_utc": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
     }

@@ -17,7 +17,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from .exceptions import TraceError
+from .exceptions import AnalysisError, TraceError
 
 METADATA_KEY = b"gpudissect"
 TRACE_FORMAT_VERSION = 1
@@ -28,7 +28,6 @@ REQUIRED_PROVENANCE = (
     "git_commit",
     "config_hash",
     "host",
-    "created_utc",
     "experiment",
     "device",
 )
@@ -134,3 +133,29 @@ def read_trace(path: str | os.PathLike, *, schema: pa.Schema | None = None) -> T
                 f"expected: {schema}\nfound: {got}"
             )
     return Trace(data=table.to_pandas(), provenance=provenance, path=path)
+
+
+# Units of measured values (DESIGN.md principle 6). A clock (`_mhz`) may be NaN: the driver did
+# not report it, which the analyses handle; a measurement may not.
+MEASURED_UNITS = ("_cycles", "_ms", "_ns", "_gbps")
+
+
+def refuse_non_finite(data: pd.DataFrame, *, where: str = "trace") -> None:
+    """Raise AnalysisError naming the column and the first row where a measured value is NaN or
+    infinite: no analysis reads a number out of such a point."""
+    for name in data.columns:
+        if not str(name).endswith(MEASURED_UNITS):
+            continue
+        column = data[name]
+        if column.dtype == object:  # list cells: one flag per row
+            bad = np.array([not np.all(np.isfinite(np.asarray(c, dtype=float))) for c in column])
+        elif pd.api.types.is_numeric_dtype(column):
+            bad = ~np.isfinite(column.to_numpy(dtype=float))
+        else:
+            continue
+        if bad.any():
+            row = int(np.flatnonzero(bad)[0])
+            raise AnalysisError(
+                f"{where}: column {name!r} has {int(bad.sum())} NaN/infinite value(s), first in "
+                f"row {row}; allowed: finite measurements (re-run the sweep that wrote it)"
+            )

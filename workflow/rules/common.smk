@@ -1,3 +1,4 @@
+import os
 import re
 import sys
 from pathlib import Path
@@ -7,14 +8,26 @@ from snakemake.exceptions import WorkflowError
 sys.path.insert(0, str(Path(workflow.basedir) / "workflow"))
 
 from gpudissect.config import parse as parse_run_config  # noqa: E402
-from gpudissect.devices import detect_arch  # noqa: E402
+from gpudissect.devices import cuda_backend_missing, detect_arch  # noqa: E402
 from gpudissect.exceptions import GpuDissectError  # noqa: E402
 from gpudissect.families import FAMILIES  # noqa: E402
+from gpudissect.provenance import config_hash, git_commit  # noqa: E402
+
+# The jobs record the commit of this workflow's checkout when their package cannot tell its own
+# (an installed, not editable, package).
+os.environ.setdefault("GPUDISSECT_GIT_COMMIT", git_commit(workflow.basedir))
 
 try:
     RUN = parse_run_config(config)
 except GpuDissectError as exc:
     raise WorkflowError(f"gpudissect: {exc}") from None
+
+# `--cores 0` leaves the scheduler waiting for a core that never comes
+_cores = workflow.global_resources.get("_cores")
+if workflow.local_exec and getattr(_cores, "value", _cores) == 0:
+    raise WorkflowError(
+        "gpudissect: --cores 0: no job could start; allowed: --cores N with N >= 1, or --cores all"
+    )
 
 DEVICES = {d.name: d for d in RUN.devices}
 FAMILY = dict(FAMILIES)
@@ -38,6 +51,18 @@ def device_arch(device):
 # sets how many there are (`--resources gpu=N`).
 if RUN.cuda_devices and workflow.local_exec and "gpu" not in workflow.global_resources:
     workflow.global_resources["gpu"] = 1
+
+
+onstart:
+    # A local run on a CUDA device needs pycuda here: found out before any job (nvcc among them)
+    # starts. Only now does Snakemake know whether the jobs run here or on a cluster's nodes.
+    if RUN.cuda_devices and workflow.local_exec:
+        if (reason := cuda_backend_missing()) is not None:
+            raise WorkflowError(
+                f"gpudissect: devices {[d.name for d in RUN.cuda_devices]} use backend cuda: "
+                f"{reason}"
+            )
+
 
 ARCHS = {name: device_arch(d) for name, d in DEVICES.items() if d.backend == "cuda"}
 

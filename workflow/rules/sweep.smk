@@ -12,5 +12,9 @@ rule run_sweep:
     params:
         device=lambda wc: wc.device,
         experiment=lambda wc: wc.experiment,
+        # an edited seed, profile path or sweep range reruns exactly the sweeps it changes
+        config_hash=lambda wc: config_hash(
+            DEVICES[wc.device].sweep_fragment(wc.experiment)
+        ),
     script:
         "../scripts/run_sweep.py"

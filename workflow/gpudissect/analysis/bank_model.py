@@ -260,7 +260,7 @@ def misses(points: pd.DataFrame, best: Hypothesis, table: pd.DataFrame) -> list[
 
 
 def _fmt_ci(ci: tuple[float, float]) -> list[float | None]:
-    return [None if math.isnan(v) else round(v, 3) for v in ci]
+    return [None if math.isnan(v) else round(float(v), 3) for v in ci]
 
 
 def analyse(

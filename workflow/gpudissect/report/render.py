@@ -60,7 +60,8 @@ def render_report(devices: list[DeviceResults], *, title: str, out: str | os.Pat
             lines += fam.report_section(doc, [rel(p) for p in figs])
             lines += [
                 f"Trace `{doc['analysis']}`: commit `{trace.get('git_commit')}`, config hash "
-                f"`{str(trace.get('config_hash'))[:12]}`, written {trace.get('created_utc')}.",
+                f"`{str(trace.get('config_hash'))[:12]}`"
+                + (f", written {trace['created_utc']}." if trace.get("created_utc") else "."),
                 "",
             ]
             for fig in figs:

@@ -3,12 +3,13 @@ relative to the report) -> Markdown lines. Numbers come from the document only."
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 from gpudissect import yamlio
 
-PAPERS = Path(__file__).resolve().parents[3] / "config" / "papers"
+from ..datafiles import PAPERS_DIR
+
+PAPERS = PAPERS_DIR
 
 
 def paper_values(filename: str, doc: dict[str, Any]) -> dict[str, Any] | None:

@@ -8,9 +8,9 @@ from typing import Any
 
 from gpudissect import yamlio
 
-from ..provenance import REPO_ROOT
+from ..datafiles import paper_file
 
-PAPER_FILE = REPO_ROOT / "config" / "papers" / "tpds_banks_throughput.yaml"
+PAPER_FILE = paper_file("tpds_banks_throughput.yaml")
 
 
 @cache

@@ -4,12 +4,13 @@ config/papers/tpds_table5.yaml, as the comparison column."""
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 from gpudissect import yamlio
 
-PAPER_FILE = Path(__file__).resolve().parents[3] / "config" / "papers" / "tpds_table5.yaml"
+from ..datafiles import paper_file
+
+PAPER_FILE = paper_file("tpds_table5.yaml")
 QUANTITIES = (
     ("size_bytes", "size"),
     ("line_bytes", "line"),

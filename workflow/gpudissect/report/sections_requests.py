@@ -8,9 +8,9 @@ from typing import Any
 
 from gpudissect import yamlio
 
-from ..provenance import REPO_ROOT
+from ..datafiles import paper_file
 
-PAPER_FILE = REPO_ROOT / "config" / "papers" / "lashgar.yaml"
+PAPER_FILE = paper_file("lashgar.yaml")
 
 
 @cache

@@ -9,9 +9,8 @@ from typing import Any
 
 from gpudissect import yamlio
 
-from ..provenance import REPO_ROOT
+from ..datafiles import PAPERS_DIR as PAPERS
 
-PAPERS = REPO_ROOT / "config" / "papers"
 PATTERNS = ("P1", "P2", "P3", "P4", "P5", "P6")
 
 

@@ -19,8 +19,8 @@ import yaml
 
 from gpudissect import yamlio
 
+from ..datafiles import schema_file
 from ..exceptions import ProfileError
-from ..provenance import REPO_ROOT
 from .banks import SharedSpec
 from .cache import CacheSpec
 from .indexing import IndexSpec
@@ -30,7 +30,7 @@ from .policies import PolicySpec
 from .throughput import ThroughputSpec
 from .tlb import TlbLevelSpec, TlbSpec
 
-PROFILE_SCHEMA = REPO_ROOT / "config" / "schemas" / "profile.schema.yaml"
+PROFILE_SCHEMA = schema_file("profile.schema.yaml")
 LOAD_PATHS = ("ca", "cg", "nc", "tex", "const")
 MAX_SECTORS_PER_LINE = 32
 MAX_PLRU_WAYS = 32

@@ -96,10 +96,10 @@ def validate_topology(doc: dict[str, Any]) -> None:
     import jsonschema
 
     from .. import yamlio
-    from ..config import SCHEMA_DIR
+    from ..datafiles import schema_file
     from ..exceptions import TraceError
 
-    with open(SCHEMA_DIR / "topology.schema.yaml") as f:
+    with open(schema_file("topology.schema.yaml")) as f:
         schema = yamlio.safe_load(f)
     errors = sorted(
         jsonschema.Draft202012Validator(schema).iter_errors(doc), key=lambda e: list(e.path)
