@@ -77,7 +77,7 @@ def main() -> None:
             gpu = gpu or (prov.get("device_info") or {}).get("name")
             name = f"{trace.parent.name}/{trace.stem}"
             sweeps.append((_sweep_seconds(work / "logs" / "run_sweep" / f"{name}.log"), name))
-        print(f"{" ".join(args.configfile)}, --cores {args.cores}: {elapsed:.1f} s wall on {gpu}")
+        print(f"{' '.join(args.configfile)}, --cores {args.cores}: {elapsed:.1f} s wall on {gpu}")
         print(f"sweeps: {sum(s for s, _ in sweeps):.1f} s in all")
         for seconds, name in sorted(sweeps, reverse=True):
             print(f"  {name}: {seconds:.1f} s")

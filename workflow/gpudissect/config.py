@@ -142,7 +142,9 @@ def _type_error(key: str, value: Any, schema: dict[str, Any]) -> str:
     text = f"{key}: got {_kind_of(value)}; allowed: {allowed}"
     if "description" in schema:
         text += f"; the key holds: {' '.join(schema['description'].split())}"
-    if "default" in schema:
+    if schema.get("examples"):
+        text += f", for example {json.dumps(schema['examples'][0])}"
+    elif "default" in schema:
         text += f", for example {json.dumps(schema['default'])}"
     return text
 
@@ -172,7 +174,11 @@ def describe_error(err: jsonschema.ValidationError) -> str:
         # a mapping meant the range form: name what is wrong inside it
         inner = [e for e in err.context if e.validator != "const"]
         if isinstance(err.instance, dict) and inner:
-            return describe_error(jsonschema.exceptions.best_match(inner))
+            best = jsonschema.exceptions.best_match(inner)
+            if best.validator == "type":  # the form's own schema: describe it by the key's
+                outer = {k: s[k] for k in ("description", "examples") if k in s}
+                return _type_error(key, best.instance, {**outer, **best.schema})
+            return describe_error(best)
         forms = [str(o.get("const", o.get("$ref", o.get("type", "?")))) for o in s[v]]
         allowed = ", ".join(_FORMS.get(f.split("/")[-1], f.split("/")[-1]) for f in forms)
         return f"{key}: {err.instance!r} is not allowed; allowed: one of {allowed}"
