@@ -107,6 +107,27 @@ def test_disturbance_statistics_on_seeded_latencies():
     assert not d.disturbed and d.misses_disturbed == 0
 
 
+def _pair(a, b, disturbed):
+    return {"path_a": a, "path_b": b, "disturbed": disturbed, "confidence": 0.99, "evidence": "e"}
+
+
+def test_one_direction_that_evicts_is_enough_for_one_storage():
+    # B on nc evicts all of A's ca lines; B on ca leaves A's nc lines (one storage whose
+    # replacement keeps one path's lines), and const is a cache of its own
+    pairs = [
+        _pair("ca", "nc", True),
+        _pair("nc", "ca", False),
+        _pair("ca", "const", False),
+        _pair("const", "ca", False),
+    ]
+    entry = cache_sharing._shared_with("ca", pairs)
+    assert entry["value"] == ["readonly"]
+    assert entry["confidence"] == pytest.approx(0.99 * 0.5)
+    assert "only the walk on nc evicts" in entry["evidence"]
+    assert cache_sharing._shared_with("nc", pairs)["value"] == ["l1d"]
+    assert cache_sharing._shared_with("const", pairs)["value"] == []
+
+
 def _tests(sharing_warps, warps):
     return [
         {"warp": w, "disturbed": w in sharing_warps, "confidence": 0.99, "misses_disturbed": 0,

@@ -2,9 +2,12 @@
 other load paths that are the same physical cache.
 
 Each ordered pair (A's path, B's path) is one test (`analysis.disturbance`): B's walk disturbs
-A's re-walk or not. Two paths reach one cache when both directions disturb; a pair whose
-directions disagree is reported in the evidence and halves the confidence (an array near one
-cache's size need not overflow a larger cache that it shares with a smaller one).
+A's re-walk or not. B's walk can evict A's lines only where the two paths fill one storage, so
+two paths reach one cache when either direction disturbs (the thesis counts misses of either
+thread). A pair whose directions disagree is named in the evidence and halves the confidence:
+an array near one cache's size need not overflow a larger cache it shares with a smaller one,
+and a cache may keep one path's lines against the other's (an H100 keeps `ld.global.nc` lines
+against a walk through `ld.global.ca` of the same size, while the reverse evicts them all).
 """
 
 from __future__ import annotations
@@ -25,7 +28,7 @@ METHOD = (
     "two-thread eviction test (Thesis Sec. 4.5): thread A fills its cache with an array near "
     "its size, thread B (the same warp) walks an array near its own cache's size on the other "
     "path, A re-walks timed; misses beyond A's baseline (one-sided Fisher test, and a minimum "
-    "excess share) in both directions mean one physical cache"
+    "excess share) in either direction mean one physical cache"
 )
 
 
@@ -53,11 +56,15 @@ def _shared_with(path: str, pairs: list[dict]) -> dict:
         if ab is None or ba is None:
             continue
         confidence = min(confidence, ab["confidence"], ba["confidence"])
-        if ab["disturbed"] and ba["disturbed"]:
+        if ab["disturbed"] or ba["disturbed"]:
             shared.append(ELEMENT_OF_PATH[q])
-        elif ab["disturbed"] != ba["disturbed"]:
+        if ab["disturbed"] != ba["disturbed"]:
             confidence *= 0.5
-            notes.append(f"{path}/{q} directions disagree (counted as separate caches)")
+            evicts = q if ab["disturbed"] else path
+            notes.append(
+                f"{path}/{q}: only the walk on {evicts} evicts the other's lines (one storage; "
+                "its replacement keeps one path's lines against the other's)"
+            )
     evidence = "; ".join(
         f"B on {q}: {by[(path, q)]['evidence']}; reverse: {by[(q, path)]['evidence']}"
         for q in others
