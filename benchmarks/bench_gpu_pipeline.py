@@ -7,6 +7,9 @@ elapsed wall time, the GPU it ran on, and each sweep's own time (the `sweep timi
 its log: traces hold no wall-clock time), longest first. `--keep DIR` copies the run's
 `results/` and `logs/` to DIR.
 
+The topology part alone: `--configfile config/gpu.yaml config/topology_only.yaml --target
+results/topology/gpu0.json` (its sweeps, analyses and the topology document).
+
 The copy is not a git checkout: its traces take their commit from GPUDISSECT_GIT_COMMIT, set
 here from this checkout's HEAD (or passed through when already set).
 """
@@ -48,6 +51,13 @@ def main() -> None:
         default=["config/gpu.yaml"],
         help="run config(s), merged in order (config/topology_only.yaml: the topology part alone)",
     )
+    ap.add_argument(
+        "--target",
+        nargs="+",
+        default=["all"],
+        help="Snakemake targets (results/topology/gpu0.json: sweeps, analyses and the topology "
+        "document, without figures and report)",
+    )
     ap.add_argument("--keep", type=Path, help="copy results/ and logs/ here afterwards")
     args = ap.parse_args()
     env = dict(os.environ)
@@ -64,7 +74,7 @@ def main() -> None:
                 shutil.copy(src, work / item)
         start = time.perf_counter()
         subprocess.run(
-            [sys.executable, "-m", "snakemake", "--cores", str(args.cores), "--quiet", "all"]
+            [sys.executable, "-m", "snakemake", "--cores", str(args.cores), "--quiet", *args.target]
             + ["--configfile", *args.configfile],
             cwd=work,
             check=True,
@@ -77,7 +87,8 @@ def main() -> None:
             gpu = gpu or (prov.get("device_info") or {}).get("name")
             name = f"{trace.parent.name}/{trace.stem}"
             sweeps.append((_sweep_seconds(work / "logs" / "run_sweep" / f"{name}.log"), name))
-        print(f"{' '.join(args.configfile)}, --cores {args.cores}: {elapsed:.1f} s wall on {gpu}")
+        what = f"{' '.join(args.configfile)} {' '.join(args.target)}, --cores {args.cores}"
+        print(f"{what}: {elapsed:.1f} s wall on {gpu}")
         print(f"sweeps: {sum(s for s, _ in sweeps):.1f} s in all")
         for seconds, name in sorted(sweeps, reverse=True):
             print(f"  {name}: {seconds:.1f} s")
