@@ -91,6 +91,18 @@ def test_tiny_pipeline_reports_the_l1_size(workdir):
     assert (workdir / "logs/run_sweep/tiny/l1_size.log").exists()
 
 
+def test_tiny_pipeline_writes_a_valid_topology_that_traces_back(workdir):
+    from gpudissect.topology import validate_topology
+    from gpudissect.topology.gather import resolve_pointer
+
+    topo = json.loads((workdir / "results/topology/tiny.json").read_text())
+    validate_topology(topo)
+    size = topo["elements"]["l1d"]["size_bytes"]
+    assert size["value"] == 2048 and size["experiment"] in ("cache_stage1", "l1_size")
+    doc = json.loads((workdir / size["analysis"]).read_text())
+    assert resolve_pointer(doc, size["source"])["value"] == 2048
+
+
 def test_second_run_has_nothing_to_do(workdir):
     proc = _snakemake(workdir, "--dry-run")
     assert proc.returncode == 0
