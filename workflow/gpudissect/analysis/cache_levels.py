@@ -20,9 +20,9 @@ The rules, each applied to per-access latencies:
   too large array (the Hopper L1) hardly misses there: the cold walk is the one that works.
 - **Line b, separate from the sector** (capacity against stride, `analysis.cache_line`): the
   count of elements that fit falls as C / s while the stride s is below the line and stops
-  falling at s = b. Walks of 7/8 C / P elements at strides 2P and 3P/2 for P = g, 2g, ...: b is
-  the smallest P at which one of them fits; on a cache without sectors b = g, on a sectored one
-  (Hopper L1: 128 B lines, 32 B sectors) b > g.
+  falling at s = b. Walks of 7/8 C / P elements at strides 2P and 3P/2 (then 5P/2) for P = g,
+  2g, ...: b is the smallest P at which one of them fits; on a cache without sectors b = g, on a
+  sectored one (Hopper L1: 128 B lines, 32 B sectors) b > g.
 - **Latencies**: the hit latency is the median of the accesses of the arrays that fit; the miss
   latency the median of the accesses classified as misses at the larger arrays; the miss
   penalty their difference.
