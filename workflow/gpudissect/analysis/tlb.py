@@ -26,7 +26,7 @@ Sees only the trace (and the per-access addresses it records).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
@@ -311,6 +311,9 @@ class PageWalks:
     counts: pd.DataFrame  # elements, l1_misses, l2_misses (per traversal), spreads
     # medians of the levels that set in together and were made the first miss level
     onset_parts: tuple[float, ...] = ()
+    # per walk length: accesses of the counted traversals in no level (timing outliers, which
+    # a count from one or two traversals may have taken from a miss)
+    unplaced: dict[int, int] = field(default_factory=dict)
 
 
 def merge_into_base(levels: list[Level], base_range: tuple[float, float]) -> list[Level]:
@@ -419,11 +422,13 @@ def fit_pages(
     levels, b, l1, l2, parts = page_levels(df, sigma, base_value, base_range)
     if b < 0:
         return PageWalks(page, tuple(levels), None, None, pd.DataFrame())
-    rows = []
+    rows, unplaced = [], {}
     for m, g in df.groupby("elements", sort=True):
         g = g.sort_values("step")
         lat = g["latency_cycles"].to_numpy(np.float64)
         row = {"elements": int(m), "steps": len(g)}
+        counted = lat[: max(len(lat) // int(m), 1) * int(m)]
+        unplaced[int(m)] = int(np.sum(assign(counted, levels) < 0))
         for name, k in (("l1", l1), ("l2", l2)):
             if k is None:
                 row[f"{name}_misses"], row[f"{name}_spread"] = np.nan, np.nan
@@ -431,118 +436,7 @@ def fit_pages(
             mean, spread = misses_per_traversal(at_or_above(lat, levels, k), int(m))
             row[f"{name}_misses"], row[f"{name}_spread"] = mean, spread
         rows.append(row)
-    return PageWalks(page, tuple(levels), l1, l2, pd.DataFrame(rows), parts)
-
-
-@dataclass(frozen=True)
-class SetStructure:
-    entries: int | None
-    sets: int | None
-    ways: tuple[int, ...] | None
-    increments: tuple[int, ...]
-    policy: str | None
-    evidence: str
-    confidence: float
-
-
-def set_structure(counts: pd.DataFrame, column: str) -> SetStructure:
-    """Entries, sets and ways from misses per traversal against walk length (TPDS Fig. 10)."""
-    c = counts[["elements", f"{column}_misses", f"{column}_spread"]].dropna()
-    if c.empty:
-        return SetStructure(None, None, None, (), None, "no walk was counted", 0.0)
-    m = c["elements"].to_numpy(np.int64)
-    k = np.rint(c[f"{column}_misses"].to_numpy()).astype(np.int64)
-    # a walk of m pages holds every page of the shorter walks, so under LRU or FIFO an overflowed
-    # set stays overflowed, and it misses at least ways + 1 >= 2 times a traversal: one miss a
-    # traversal with a longer walk missing none is a stray timing outlier, not the TLB
-    later_zero = np.flip(np.cumsum(np.flip(k == 0))) - (k == 0) > 0
-    stray = (k == 1) & later_zero
-    k = np.where(stray, 0, k)
-    strays = (
-        f" (single misses a traversal at {m[stray].tolist()[:8]} pages, each followed by a longer "
-        "walk with none, taken as timing outliers)"
-        if stray.any()
-        else ""
-    )
-    missing = np.nonzero(k > 0)[0]
-    if missing.size == 0:
-        return SetStructure(
-            None, None, None, (), None, f"no miss up to {m.max()} pages{strays}", 0.0
-        )
-    # entries: the largest walk before the first walk that misses, if the walks are dense there
-    first = int(missing[0])
-    if first == 0 or m[first] - m[first - 1] != 1 or np.any(k[first:] == 0):
-        return SetStructure(
-            None,
-            None,
-            None,
-            (),
-            None,
-            f"misses begin between {m[max(first - 1, 0)]} and {m[first]} pages, but the walks "
-            f"there are not one page apart (or some longer walk has no miss){strays}",
-            0.0,
-        )
-    entries = int(m[first - 1])
-    incs = []
-    prev = 0
-    for i in range(first, len(m)):
-        if m[i] - m[i - 1] != 1:
-            break
-        incs.append(int(k[i] - prev))
-        prev = int(k[i])
-    # periodic: every traversal of the one-page-apart walks past the reach misses alike (stray
-    # timing outliers or data misses may move a count by one or two)
-    spread = c[f"{column}_spread"].to_numpy()[first : first + len(incs)]
-    tolerance = np.maximum(2.0, 0.05 * k[first : first + len(incs)])
-    periodic = bool(np.all(np.nan_to_num(spread, nan=0.0) <= tolerance))
-    # leading increments > 1 are sets overflowing; a 1 means every set overflows already
-    big = []
-    for d in incs:
-        if d <= 1:
-            break
-        big.append(d)
-    complete = len(big) < len(incs) and incs[len(big)] == 1
-    text = (
-        f"{entries} pages fit; misses per traversal grow by {incs[:12]} as the walk grows by "
-        f"one page past that{strays}"
-    )
-    if not big or not complete:
-        stalls = len(big) < len(incs) and incs[len(big)] < 1
-        why = (
-            f": after {len(big)} growing steps the misses grow by {incs[len(big)]}, which no "
-            "LRU or FIFO set overflow makes (once every set overflows, each further page adds "
-            "one miss)"
-            if stalls
-            else ": the set overflows do not end within the swept walks"
-        )
-        return SetStructure(entries, None, None, tuple(incs), None, text + why, 0.3)
-    for lru_extra, name in (
-        (1, "every page of an overflowing set misses (ways + 1)"),
-        (0, "ways = missed entries (TPDS Sec. 4.4 count)"),
-    ):
-        ways = tuple(d - lru_extra for d in big)
-        if sum(ways) == entries and min(ways) > 0:
-            policy = "lru" if periodic else "non-lru"
-            return SetStructure(
-                entries,
-                len(ways),
-                ways,
-                tuple(incs),
-                policy,
-                text + f"; {len(ways)} set(s) overflow in turn, {name}: ways {list(ways)}, "
-                f"sum {sum(ways)} = entries; misses per traversal "
-                f"{'constant (periodic walk)' if periodic else 'vary between traversals'}",
-                0.95 if periodic else 0.6,
-            )
-    return SetStructure(
-        entries,
-        None,
-        None,
-        tuple(incs),
-        "non-lru" if not periodic else None,
-        text + ": the increments do not add up to the entries under LRU",
-        0.2,
-    )
+    return PageWalks(page, tuple(levels), l1, l2, pd.DataFrame(rows), parts, unplaced)
 
 
 # --- the window stage ------------------------------------------------------------------------

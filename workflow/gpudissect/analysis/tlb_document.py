@@ -21,15 +21,8 @@ import pandas as pd
 from ..exceptions import AnalysisError
 from . import tlb_shift
 from .result import quantity, undetermined
-from .tlb import (
-    Reach,
-    SetStructure,
-    fit_pages,
-    fit_reach,
-    fit_window,
-    level_containing,
-    set_structure,
-)
+from .tlb import Reach, fit_pages, fit_reach, fit_window, level_containing
+from .tlb_sets import SetStructure, set_structure
 
 # --- quantities ----------------------------------------------------------------------------
 METHOD_PAGE = (
@@ -192,14 +185,14 @@ def _threshold_levels(data: pd.DataFrame, reach: Reach):
     l2: dict[str, Any] = {}
     levels_doc: dict[str, Any] = {}
     if walks is not None and not walks.counts.empty:
-        st1 = set_structure(walks.counts, "l1")
+        st1 = set_structure(walks.counts, "l1", unplaced=walks.unplaced)
         longest = int(walks.counts["elements"].max())
         none_seen = (
             f"no L2-TLB miss level in walks of up to {longest} pages "
             f"({longest * page / 2**20:g} MiB): the L2 TLB reaches further, or there is none"
         )
         st2 = (
-            set_structure(walks.counts, "l2")
+            set_structure(walks.counts, "l2", unplaced=walks.unplaced)
             if walks.l2_index is not None
             else SetStructure(None, None, None, (), None, none_seen, 0.0)
         )
@@ -269,7 +262,7 @@ def _with_hidden_l1(data: pd.DataFrame, reach: Reach | None, h: tlb_shift.Hidden
         levels_doc: dict[str, Any] = {}
     else:
         # the first level above the base in the page walks is the L2-TLB miss here
-        st = set_structure(walks.counts, "l1")
+        st = set_structure(walks.counts, "l1", unplaced=walks.unplaced)
         b = level_containing(list(walks.levels), reach.base.center)
         levels_doc = _levels_doc(walks.levels, b, None, walks.l1_index)
         l2["miss_penalty_cycles"] = _penalty(
