@@ -95,7 +95,6 @@ def run(
     inputs: dict | None = None,
     progress: Callable[[int, int], None] | None = None,
 ) -> pd.DataFrame:
-    from ..backends import requests_cuda, requests_sim  # noqa: F401 - register the handlers
 
     rows = []
     sizes = sweep.size_bytes.sizes()
