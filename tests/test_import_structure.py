@@ -1,6 +1,7 @@
 """The package's import structure (read from the source, nothing imported): no module takes part
 in an import circle (a lazy import inside a function counts; one under `if TYPE_CHECKING:` does
-not), and experiments never import a backend's implementation."""
+not), experiments never import a backend's implementation, and no plotting module imports the
+analysis (a figure draws the tables the analysis wrote)."""
 
 from __future__ import annotations
 
@@ -110,3 +111,10 @@ def test_experiments_import_no_backend_implementation():
         if module.startswith("gpudissect.experiments"):
             backends = {m for m in imports if m.startswith("gpudissect.backends")}
             assert backends <= {"gpudissect.backends.base"}, (module, backends)
+
+
+def test_no_plotting_module_imports_the_analysis():
+    for module, imports in import_graph().items():
+        if module.startswith("gpudissect.plotting"):
+            analysis = {m for m in imports if m.startswith("gpudissect.analysis")}
+            assert not analysis, (module, analysis)

@@ -12,6 +12,7 @@ from gpudissect.analysis.requests import (
     SpikeDetector,
     analyse,
     classify,
+    figure_table,
     fit_sweeps,
     scoreboard_limit,
     thread_latency_table,
@@ -356,4 +357,6 @@ def test_profile_without_request_table_gives_an_empty_trace_and_undetermined_res
     assert data.empty and list(data.columns) == list(FULL_SCHEMA_NAMES)
     doc = analyse(data, provenance={"device": "tiny"})
     assert all(q["value"] is None for q in doc["elements"]["requests"].values())
-    assert set(plot_requests(data, doc)) == set(REQUEST_FIGURES)
+    table = figure_table(data, doc)
+    assert table.empty and "variance_cycles2" in table
+    assert set(plot_requests(data, doc, table=table)) == set(REQUEST_FIGURES)

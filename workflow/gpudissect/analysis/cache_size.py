@@ -187,6 +187,11 @@ def analyse(
     }
 
 
+def figure_table(data: pd.DataFrame, doc: dict) -> pd.DataFrame:
+    """The table the size-sweep figure draws (`summary_table`)."""
+    return summary_table(data)
+
+
 def summary_table(data: pd.DataFrame) -> pd.DataFrame:
     """Tidy per-size summary (for figures): mean/median/p95 latency and miss share proxy."""
     g = data.groupby(["carveout_pct", "shared_buffer_bytes", "array_bytes"])["latency_cycles"]

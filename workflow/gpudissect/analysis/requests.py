@@ -51,6 +51,7 @@ __all__ = [
     "SweepResult",
     "analyse",
     "classify",
+    "figure_table",
     "fit_sweeps",
     "scoreboard_limit",
     "thread_latency_table",
@@ -83,6 +84,19 @@ def thread_latency_table(data: pd.DataFrame) -> pd.DataFrame:
         runs="size",
     )
     return out.reset_index()
+
+
+def figure_table(data: pd.DataFrame, doc: dict[str, Any]) -> pd.DataFrame:
+    """The Thread-Latency table the figures draw: `thread_latency_table` and, per sweep, the
+    3-point variance of its latency (`variance_cycles2`; NaN at both ends)."""
+    cols = [*KEYS, "threads", "latency_cycles", "runs", "variance_cycles2"]
+    if data.empty:
+        return pd.DataFrame({c: pd.Series(dtype="float64") for c in cols})
+    table = thread_latency_table(data)
+    variance = table.groupby(KEYS, sort=False)["latency_cycles"].transform(
+        lambda s: pd.Series(variance3(s.to_numpy()), index=s.index)
+    )
+    return table.assign(variance_cycles2=variance)[cols]
 
 
 def fit_sweeps(table: pd.DataFrame, **detector: Any) -> list[SweepResult]:
