@@ -21,8 +21,11 @@ import pandas as pd
 from ..exceptions import AnalysisError
 from . import tlb_shift
 from .result import quantity, undetermined
-from .tlb import Reach, fit_pages, fit_reach, fit_window, level_containing
+from .tlb import Reach, fit_reach
+from .tlb_levels import level_containing
+from .tlb_pages import fit_pages
 from .tlb_sets import SetStructure, set_structure
+from .tlb_window import fit_window
 
 # --- quantities ----------------------------------------------------------------------------
 METHOD_PAGE = (
