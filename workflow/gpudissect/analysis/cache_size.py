@@ -16,9 +16,9 @@ import numpy as np
 import pandas as pd
 
 from ..exceptions import AnalysisError
-from .changepoint import first_rise
 from .misses import FirstMissDetector
 from .result import header, no_path_reason, quantity, undetermined
+from .sweep_steps import first_rise
 
 ELEMENT_OF_PATH = {"ca": "l1d", "nc": "readonly", "cg": "l2", "tex": "texture"}
 METHOD = (

@@ -21,10 +21,10 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from .changepoint import Step, find_steps
 from .l2_levels import Levels, PartitionLevels, mib
 from .misses import FirstMiss, FirstMissDetector
 from .result import header, no_path_reason, quantity, undetermined
+from .sweep_steps import Step, find_steps
 
 
 def otsu_split(values: np.ndarray) -> tuple[float, float]:
