@@ -171,6 +171,18 @@ def test_set_structure_reads_a_page_returning_to_the_largest_set_before_the_othe
     # the first 8-way set (+9), ...; ways 16 + 6 x 8 = 64 = entries
     st = tlb_sets.set_structure(_counts(64, [17, 1, 9, 9, 9, 9, 9, 9, 1, 1]), "l2")
     assert (st.entries, st.sets, st.ways, st.policy) == (64, 7, (16, 8, 8, 8, 8, 8, 8), "lru")
+    # three pages into the largest set: 25, 1, 1 before the five sets of 8
+    st = tlb_sets.set_structure(_counts(64, [25, 1, 1, 9, 9, 9, 9, 9, 1, 1]), "l2")
+    assert st.ways == (24, 8, 8, 8, 8, 8)
+
+
+def test_overflows_end_once_the_sets_account_for_the_entries():
+    # 64 entries: 25, 1, 1 (one set of 24 takes three pages) is not the end; after five sets of
+    # 8 (+9 each) two more +1 are; TPDS's count (ways = increment) ends the same way
+    assert not tlb_sets.overflows_end([25, 1, 1], entries=64)
+    assert tlb_sets.overflows_end([25, 1, 1, 9, 9, 9, 9, 9, 1, 1], entries=64)
+    assert tlb_sets.overflows_end([24, 8, 8, 8, 8, 8, 1, 1], entries=64)
+    assert not tlb_sets.overflows_end([1, 1, 1], entries=64)
 
 
 def _one_traversal(counts):
@@ -308,13 +320,14 @@ def test_unseen_profile_is_recovered():
     )
 
 
-def test_unseen_unequal_sets_filled_twice_in_a_row_are_read():
-    # tests/data/unseen_tlb_unequal.yaml: L2 TLB of 64 entries, one set of 16 and six of 8;
-    # the first two pages past the reach both go to the 16-way set (increments 17, 1, 9, ...)
+def test_unseen_unequal_sets_filled_three_times_in_a_row_are_read():
+    # tests/data/unseen_tlb_unequal.yaml: L2 TLB of 64 entries, one set of 24 and five of 8;
+    # the first three pages past the reach all go to the 24-way set (increments 25, 1, 1, 9,
+    # ...): the sweep walks on past the two +1 (25 misses do not account for 64 entries)
     doc = _run("tests/data/unseen_tlb_unequal.yaml")
-    assert doc["l2_increments"][:3] == [17, 1, 9]
+    assert doc["l2_increments"][:4] == [25, 1, 1, 9]
     assert _v(doc, "l2_tlb", "entries") == 64
-    assert _v(doc, "l2_tlb", "ways_per_set") == [16, 8, 8, 8, 8, 8, 8]
+    assert _v(doc, "l2_tlb", "ways_per_set") == [24, 8, 8, 8, 8, 8]
     assert _v(doc, "l2_tlb", "policy") == "lru"
 
 

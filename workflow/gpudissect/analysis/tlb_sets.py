@@ -75,6 +75,15 @@ def read_ways(incs: list[int], entries: int, lru_extra: int) -> tuple[int, ...] 
     return None
 
 
+def overflows_end(increments: list[int], *, entries: int) -> bool:
+    """Whether the one-page-apart walks past the reach can stop (the sweep asks): the last two
+    pages added one miss each, and the sets that overflowed so far account for every entry (a
+    set of w ways adds w + 1 misses, or w in TPDS's count). Two pages returning to the largest
+    set before the others overflow also add one miss each; that alone does not end the walks."""
+    big = [d for d in increments if d > 1]
+    return len(increments) >= 3 and increments[-2:] == [1, 1] and sum(big) >= entries > 0
+
+
 def _equal_sets(
     m: np.ndarray, k: np.ndarray, tolerance: np.ndarray, entries: int, first: int
 ) -> tuple[int, ...] | None:
