@@ -101,7 +101,6 @@ def test_sim_recovers_the_l2_size(profile, l2_kib):
 
 
 def test_sim_flush_makes_the_copy_slower():
-    from gpudissect.backends import requests_sim  # noqa: F401
     from gpudissect.backends.sim import SimBackend
 
     backend = SimBackend(profile_path=REPO / "config" / "devices" / "tesla_m2070.yaml", seed=1)
@@ -115,7 +114,6 @@ def test_sim_flush_makes_the_copy_slower():
 
 @pytest.mark.gpu
 def test_gpu_flushed_copy_is_not_faster(tmp_path, nvcc):
-    from gpudissect.backends import requests_cuda  # noqa: F401
     from gpudissect.backends.cuda import CudaBackend
     from gpudissect.devices import detect_arch
     from gpudissect.kernels import compile_kernel
