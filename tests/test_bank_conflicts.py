@@ -8,13 +8,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from gpudissect.analysis.bank_model import (
-    BankModelFit,
-    analyse,
-    gcd_degree,
-    hypothesis_degree,
-    point_latencies,
-)
+from gpudissect.analysis.bank_mapping import gcd_degree, hypothesis_degree
+from gpudissect.analysis.bank_model import BankModelFit, analyse, point_latencies
 from gpudissect.backends.sim import SimBackend
 from gpudissect.experiments import bank_conflicts as bc
 from gpudissect.sim.banks import SharedSpec, strided_warp_access
@@ -202,7 +197,6 @@ def cuda_backend(tmp_path_factory, nvcc):
 
     out = tmp_path_factory.mktemp("build")
     compile_kernel(REPO / "kernels/banks.cu", arch=detect_arch(0), output=out / "banks.cubin")
-    bc._register_handlers()
     with CudaBackend(index=0, cubin_dir=out) as b:
         yield b
 

@@ -186,6 +186,23 @@ def unseen_c(tmp_path_factory):
     )
 
 
+@pytest.fixture(scope="module")
+def unseen_48_sets(tmp_path_factory):
+    return _dissect(tmp_path_factory, "tests/data/unseen_l1_48_sets.yaml", stage1=_only("ca"))
+
+
+def test_unseen_48_sets_line_from_the_third_stride(unseen_48_sets):
+    # 12 KiB, 4 ways of 64-byte lines in 48 sets (line mod 48). At P = 64 the walk of 168
+    # elements overflows at stride 128 (24 even sets hold 96) and at 96 (lines 2 mod 3 never
+    # touched: 32 sets hold 128); at 160 it touches lines 5j and 5j + 2 (j < 84), at most 4 a set
+    stage1, doc = unseen_48_sets
+    line = stage1["elements"]["l1d"]["line_bytes"]
+    assert line["value"] == 64 and "at stride 160 B" in line["evidence"]
+    assert _v(doc, "l1d", "sets") == 48
+    assert _v(doc, "l1d", "ways_per_set") == [4] * 48
+    assert _v(doc, "l1d", "policy") == "lru"
+
+
 def test_unseen_small_two_way_lru(unseen_a):
     # 8 KiB, 2 ways of 64-byte lines -> 64 sets on bits 6-11, LRU (2-way PLRU is LRU)
     _, doc = unseen_a

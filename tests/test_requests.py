@@ -12,6 +12,7 @@ from gpudissect.analysis.requests import (
     SpikeDetector,
     analyse,
     classify,
+    figure_table,
     fit_sweeps,
     scoreboard_limit,
     thread_latency_table,
@@ -165,6 +166,20 @@ def test_prt_classified_and_scoreboard_sweeps_left_out():
     assert el["merge_capacity"]["value"] is None
 
 
+def test_prt_entries_that_every_sweep_allows_alike_are_a_range_not_its_upper_end():
+    # PRT 46 entries, scoreboard 3: N=2 saturates after 23 warps (46 instructions fit, 48 do
+    # not: sizes 46 and 47), N=3 after 15 warps (45 fit, 48 do not: 45 to 47). Every sweep
+    # allows 46 and 47 alike: the entries are the range [46, 47], and the requests 32 x that
+    sweeps = [("unq", 1), ("unq", 2), ("unq", 3), ("merger2", 2)]
+    doc = analyse(synthetic_trace(prt_curve(46), sweeps=sweeps), provenance={"device": "k"})
+    el = doc["elements"]["requests"]
+    assert el["kind"]["value"] == "prt"
+    assert el["entries"]["value"] is None and el["entries"]["range"] == [46, 47]
+    assert "from 46 to 47 alike" in el["entries"]["undetermined"]
+    assert el["max_outstanding"]["value"] is None
+    assert el["max_outstanding"]["range"] == [46 * 32, 47 * 32]
+
+
 def test_one_saturated_sweep_cannot_separate_mshr_from_prt():
     table = thread_latency_table(synthetic_trace(mshr_curve(), sweeps=[("unq", 1)]))
     el = classify(fit_sweeps(table), limit=None)
@@ -271,6 +286,20 @@ def test_k20_twin_entries_and_outstanding_requests(k20):
     assert abs(el["max_outstanding"]["value"] - 1408) <= 0.05 * 1408
 
 
+def test_unseen_prt_entries_are_the_range_the_sweeps_allow():
+    # tests/data/unseen_prt_46.yaml: a PRT of 46 entries, scoreboard 3. Every sweep within the
+    # scoreboard saturates at 736->738 threads (N=2: 46 -> 48 instructions) or 480->482 (N=3:
+    # 45 -> 48): 46 and 47 are allowed alike, and the table is reported as that range
+    from gpudissect.backends.sim import SimBackend
+
+    backend = SimBackend(profile_path=REPO / "tests/data/unseen_prt_46.yaml", seed=1)
+    doc = analyse(run(backend, FULL, device=None), provenance={"device": "unseen_prt_46"})
+    el = doc["elements"]["requests"]
+    assert el["kind"]["value"] == "prt" and el["per_warp_limit"]["value"] == 3
+    assert el["entries"]["value"] is None and el["entries"]["range"] == [46, 47]
+    assert saturation(doc, "unq", 2) == 736 and saturation(doc, "unq", 3) == 480
+
+
 @pytest.mark.parametrize(("n", "paper"), [(2, 680), (3, 454)])
 def test_k20_twin_spikes_where_the_paper_saw_them(k20, n, paper):
     # Sec. 5.2, Figs. 9-10: "a significant spike just after 680 threads" (N=2) and "just after
@@ -328,4 +357,6 @@ def test_profile_without_request_table_gives_an_empty_trace_and_undetermined_res
     assert data.empty and list(data.columns) == list(FULL_SCHEMA_NAMES)
     doc = analyse(data, provenance={"device": "tiny"})
     assert all(q["value"] is None for q in doc["elements"]["requests"].values())
-    assert set(plot_requests(data, doc)) == set(REQUEST_FIGURES)
+    table = figure_table(data, doc)
+    assert table.empty and "variance_cycles2" in table
+    assert set(plot_requests(data, doc, table=table)) == set(REQUEST_FIGURES)

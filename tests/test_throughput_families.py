@@ -197,7 +197,6 @@ def cuda_backend(tmp_path_factory, nvcc):
 
     out = tmp_path_factory.mktemp("build")
     compile_kernel(REPO / "kernels/copy.cu", arch=detect_arch(0), output=out / "copy.cubin")
-    st.register_handlers()
     with CudaBackend(index=0, cubin_dir=out) as b:
         yield b
 

@@ -10,7 +10,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from gpudissect.analysis import tlb, tlb_document
+from gpudissect.analysis import tlb, tlb_document, tlb_sets
 from gpudissect.backends.base import ChaseWork
 from gpudissect.backends.sim import SimBackend
 from gpudissect.config import load_schema
@@ -121,25 +121,25 @@ def _counts(entries, increments, *, start=None):
 def test_set_structure_reads_unequal_sets_as_tpds_fig10():
     # 65 entries; LRU sets overflow one at a time: 17 ways -> 18 misses, then six of 8 -> +9
     # each, then +1 per page. Ways = increment - 1, and 17 + 6 * 8 = 65 = entries.
-    st = tlb.set_structure(_counts(65, [18, 9, 9, 9, 9, 9, 9, 1, 1]), "l2")
+    st = tlb_sets.set_structure(_counts(65, [18, 9, 9, 9, 9, 9, 9, 1, 1]), "l2")
     assert (st.entries, st.sets, st.ways, st.policy) == (65, 7, (17, 8, 8, 8, 8, 8, 8), "lru")
 
 
 def test_set_structure_accepts_the_tpds_count_reading():
     # TPDS counts 17 then 8 more per 2 MB: if the increments themselves add up to the entries,
     # they are the ways (17 + 6 * 8 = 65)
-    st = tlb.set_structure(_counts(65, [17, 8, 8, 8, 8, 8, 8, 1, 1]), "l2")
+    st = tlb_sets.set_structure(_counts(65, [17, 8, 8, 8, 8, 8, 8, 1, 1]), "l2")
     assert st.ways == (17, 8, 8, 8, 8, 8, 8)
 
 
 def test_set_structure_refuses_increments_that_do_not_add_up():
     # 40 entries but sets of 5 + 5: neither reading adds up -> no ways
-    st = tlb.set_structure(_counts(40, [6, 6, 1, 1]), "l2")
+    st = tlb_sets.set_structure(_counts(40, [6, 6, 1, 1]), "l2")
     assert st.entries == 40 and st.ways is None
 
 
 def test_set_structure_wants_an_end_to_the_overflows():
-    st = tlb.set_structure(_counts(64, [5, 5, 5]), "l2")
+    st = tlb_sets.set_structure(_counts(64, [5, 5, 5]), "l2")
     assert st.sets is None and "do not end" in st.evidence
 
 
@@ -150,7 +150,7 @@ def test_set_structure_takes_isolated_single_misses_for_timing_outliers():
     # reading below them still holds.
     c = _counts(65, [18, 9, 9, 9, 9, 9, 9, 1, 1], start=30)
     c.loc[c["elements"].isin([31, 58, 63]), "l2_misses"] = 1.0
-    st = tlb.set_structure(c, "l2")
+    st = tlb_sets.set_structure(c, "l2")
     assert (st.entries, st.sets, st.policy) == (65, 7, "lru")
     assert "[31, 58, 63]" in st.evidence
 
@@ -159,15 +159,62 @@ def test_set_structure_keeps_misses_that_are_not_isolated_single_misses():
     # two misses a traversal, then none: not one outlier, and no LRU overflow either
     c = _counts(65, [18, 9, 9, 9, 9, 9, 9, 1, 1], start=30)
     c.loc[c["elements"] == 58, "l2_misses"] = 2.0
-    assert tlb.set_structure(c, "l2").entries is None
+    assert tlb_sets.set_structure(c, "l2").entries is None
     # one miss a traversal in every walk from 64 pages on is the onset, not an outlier
     c = _counts(63, [1, 1, 1, 1], start=30)
-    assert tlb.set_structure(c, "l2").entries == 63
+    assert tlb_sets.set_structure(c, "l2").entries == 63
+
+
+def test_set_structure_reads_a_page_returning_to_the_largest_set_before_the_others():
+    # 64 entries in one set of 16 and six of 8, pages in set [0, 0, 1, ..., 6][p mod 8]: pages
+    # 64 and 65 both go to the 16-way set (+17, then +1: it overflowed already), page 66 to
+    # the first 8-way set (+9), ...; ways 16 + 6 x 8 = 64 = entries
+    st = tlb_sets.set_structure(_counts(64, [17, 1, 9, 9, 9, 9, 9, 9, 1, 1]), "l2")
+    assert (st.entries, st.sets, st.ways, st.policy) == (64, 7, (16, 8, 8, 8, 8, 8, 8), "lru")
+    # three pages into the largest set: 25, 1, 1 before the five sets of 8
+    st = tlb_sets.set_structure(_counts(64, [25, 1, 1, 9, 9, 9, 9, 9, 1, 1]), "l2")
+    assert st.ways == (24, 8, 8, 8, 8, 8)
+
+
+def test_overflows_end_once_the_sets_account_for_the_entries():
+    # 64 entries: 25, 1, 1 (one set of 24 takes three pages) is not the end; after five sets of
+    # 8 (+9 each) two more +1 are; TPDS's count (ways = increment) ends the same way
+    assert not tlb_sets.overflows_end([25, 1, 1], entries=64)
+    assert tlb_sets.overflows_end([25, 1, 1, 9, 9, 9, 9, 9, 1, 1], entries=64)
+    assert tlb_sets.overflows_end([24, 8, 8, 8, 8, 8, 1, 1], entries=64)
+    assert not tlb_sets.overflows_end([1, 1, 1], entries=64)
+
+
+def _one_traversal(counts):
+    """The same counts, each from a single traversal of its walk."""
+    return counts.assign(steps=counts["elements"])
+
+
+def test_set_structure_prefers_equal_sets_when_counts_from_one_traversal_allow_them():
+    # two sets of 16 (32 entries): +17, +17, +1, +1. One stray miss in the walk of 33 pages
+    # (18 instead of 17) makes the increments +18, +16: ways 17 and 15, whose sum is still 32.
+    # Equal sets predict 17, 34, 35, 36: within one miss of every count (one traversal each)
+    counts = _one_traversal(_counts(32, [18, 16, 1, 1]))
+    st = tlb_sets.set_structure(counts, "l2")
+    assert st.ways == (16, 16) and "simpler structure" in st.evidence and st.confidence < 0.95
+    # counted from five traversals (median), the same increments are the structure
+    counts = _counts(32, [18, 16, 1, 1])
+    st = tlb_sets.set_structure(counts.assign(steps=5 * counts["elements"]), "l2")
+    assert st.ways == (17, 15)
+
+
+def test_set_structure_counting_error_grows_with_accesses_in_no_level():
+    # the walk of 34 pages counts 2 misses short (+17, +15): equal sets are 2 off, more than
+    # one miss, unless two of its accesses fell in no latency level (outliers on misses)
+    counts = _one_traversal(_counts(32, [17, 15, 3, 1]))
+    assert tlb_sets.set_structure(counts, "l2").ways != (16, 16)
+    st = tlb_sets.set_structure(counts, "l2", unplaced={34: 2})
+    assert st.ways == (16, 16)
 
 
 def test_set_structure_names_increments_that_stall():
     # the misses stop growing before every set overflows: no LRU or FIFO overflow does that
-    st = tlb.set_structure(_counts(2020, [90, 9, 9, 0, 0, 9]), "l2")
+    st = tlb_sets.set_structure(_counts(2020, [90, 9, 9, 0, 0, 9]), "l2")
     assert st.entries == 2020 and st.sets is None
     assert "grow by 0" in st.evidence
 
@@ -271,6 +318,28 @@ def test_unseen_profile_is_recovered():
     assert doc["page_table"]["window_switch_penalty_cycles"]["value"] == pytest.approx(
         150, rel=0.03
     )
+
+
+def test_unseen_unequal_sets_filled_three_times_in_a_row_are_read():
+    # tests/data/unseen_tlb_unequal.yaml: L2 TLB of 64 entries, one set of 24 and five of 8;
+    # the first three pages past the reach all go to the 24-way set (increments 25, 1, 1, 9,
+    # ...): the sweep walks on past the two +1 (25 misses do not account for 64 entries)
+    doc = _run("tests/data/unseen_tlb_unequal.yaml")
+    assert doc["l2_increments"][:4] == [25, 1, 1, 9]
+    assert _v(doc, "l2_tlb", "entries") == 64
+    assert _v(doc, "l2_tlb", "ways_per_set") == [24, 8, 8, 8, 8, 8]
+    assert _v(doc, "l2_tlb", "policy") == "lru"
+
+
+def test_unseen_long_walks_read_as_the_simplest_structure():
+    # tests/data/unseen_tlb_long_walks.yaml: L2 TLB of 1024 entries in 2 sets of 512; walks of
+    # 1025+ pages fit the buffer once, and timing outliers lift two misses of the walk of 1026
+    # pages out of every level: increments 513, 511, 2, ... (ways 512, 510, 1, 1 sum to 1024).
+    # Equal sets of 512 predict every count within its counting error.
+    doc = _run("tests/data/unseen_tlb_long_walks.yaml")
+    assert doc["l2_increments"][:2] != [513, 513]  # the seeded run does miscount
+    assert _v(doc, "l2_tlb", "entries") == 1024
+    assert _v(doc, "l2_tlb", "ways_per_set") == [512, 512]
 
 
 def test_eight_byte_elements_walk_the_same_addresses():
@@ -384,7 +453,7 @@ def test_two_latencies_that_set_in_together_are_one_miss_level():
     assert walks.l1_index is not None and walks.l2_index is None
     assert [round(c) for c in walks.onset_parts] == [388, 422]
     assert 388 < walks.levels[walks.l1_index].center < 422
-    st = tlb.set_structure(walks.counts, "l1")
+    st = tlb_sets.set_structure(walks.counts, "l1")
     assert st.entries == 60
 
 

@@ -9,6 +9,7 @@ import sys
 import time
 from pathlib import Path
 
+import pandas as pd
 import pytest
 import yaml
 
@@ -84,6 +85,9 @@ def test_tiny_pipeline_reports_the_l1_size(workdir):
     assert 0.9 <= size["confidence"] <= 1 and size["method"] and size["evidence"]
     for fig in ("l1_size_sweep.png", "l1_size_sweep.pdf", "l1_size_latency_map.png"):
         assert (workdir / "results/figures/tiny" / fig).stat().st_size > 1000
+    # the size-sweep figure draws the table the analysis wrote beside its document
+    table = pd.read_parquet(workdir / "results/analysis/tiny/l1_size.parquet")
+    assert {"array_bytes", "mean_latency_cycles"} <= set(table.columns) and len(table) > 3
     trace = read_trace(workdir / "results/traces/tiny/l1_size.parquet")
     prov = trace.provenance
     assert prov["device_info"]["profile_sha256"]

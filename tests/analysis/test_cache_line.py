@@ -125,8 +125,8 @@ def test_windows_cover_one_pass():
 
 def test_candidates_and_strides():
     assert cl.candidates(32, 512) == [32, 64, 128, 256, 512]
-    assert cl.candidate_strides(32) == (64, 48)
-    assert cl.candidate_strides(4) == (8,)  # 6 B is not a whole number of 4-byte elements
+    assert cl.candidate_strides(32) == (64, 48, 80)
+    assert cl.candidate_strides(4) == (8,)  # 6 and 10 B are not whole 4-byte elements
     # 7/8 and 5/4 of C / P, rounded up: 221184 / 128 = 1728 -> 1512 and 2160
     assert cl.walk_elements(221184, 128, check=False) == 1512
     assert cl.walk_elements(221184, 128, check=True) == 2160

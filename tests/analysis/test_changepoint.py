@@ -9,7 +9,8 @@ from dataclasses import FrozenInstanceError
 import numpy as np
 import pytest
 
-from gpudissect.analysis.changepoint import Changepoints, Step, find_steps, first_rise
+from gpudissect.analysis.changepoint import Changepoints
+from gpudissect.analysis.sweep_steps import Step, find_steps, first_rise
 from gpudissect.exceptions import AnalysisError
 
 SEEDS = [0, 1, 2, 3, 4]

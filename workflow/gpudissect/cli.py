@@ -101,7 +101,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 
 def cmd_analyze(args: argparse.Namespace) -> int:
-    from .analysis.result import write_result
+    from .analysis.result import table_path, write_result, write_table
     from .families import family
     from .traces import read_trace
 
@@ -115,6 +115,8 @@ def cmd_analyze(args: argparse.Namespace) -> int:
     trace = read_trace(args.trace, schema=fam.schema)
     inputs = dict(kv.split("=", 1) for kv in args.input or [])
     doc = fam.analyse(trace.data, provenance=trace.provenance, inputs=inputs)
+    if fam.table is not None:  # the tidy table the figures draw, beside the document
+        write_table(table_path(args.out), fam.table(trace.data, doc))
     write_result(args.out, doc)
     print(json.dumps(doc.get("elements", {}), indent=2))
     return 0
@@ -161,6 +163,8 @@ def _draw_figures(args: argparse.Namespace, out_dir: Path) -> None:
             figures = {
                 stem: placeholder(f"{doc['device']}: {stem}", reason)[0] for stem in fam.figures
             }
+        elif fam.table is not None:
+            figures = fam.plot(trace.data, doc, table=_read_table(analysis_path))
         else:
             figures = fam.plot(trace.data, doc)
         missing = set(fam.figures) - set(figures)
@@ -173,6 +177,21 @@ def _draw_figures(args: argparse.Namespace, out_dir: Path) -> None:
                     fig.set_layout_engine("none")
             plt.close(fig)
         log.info("%s: %d figures", name, len(figures))
+
+
+def _read_table(analysis_path: str):
+    """The tidy table the analysis wrote beside its result document."""
+    import pandas as pd
+
+    from .analysis.result import table_path
+
+    path = table_path(analysis_path)
+    if not path.is_file():
+        raise GpuDissectError(
+            f"plot: {path} is missing: the analysis writes it beside {analysis_path}; run "
+            "`gpudissect analyze` again for this trace"
+        )
+    return pd.read_parquet(path)
 
 
 def cmd_report(args: argparse.Namespace) -> int:
@@ -281,7 +300,11 @@ def build_parser() -> argparse.ArgumentParser:
     )
     s.set_defaults(func=cmd_run)
 
-    s = sub.add_parser("analyze", help="analyse a trace -> result JSON")
+    s = sub.add_parser(
+        "analyze",
+        help="analyse a trace -> result JSON (and, for families whose figures draw one, the "
+        "tidy table beside it as .parquet)",
+    )
     s.add_argument(
         "--experiment",
         choices=experiments,

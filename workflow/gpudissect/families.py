@@ -8,7 +8,10 @@ A family has
 - `parse_params(section, key)`: typed parameters, with checks the schema cannot express;
 - `run(backend, params, *, device, inputs, progress)`: the sweep, one DataFrame;
 - `analyse(data, *, provenance, inputs)`: the result document (DESIGN.md result contract);
-- `plot(data, doc)`: figures by file stem, `{stem: matplotlib Figure}`;
+- `table(data, doc)` (optional): the tidy table its figures draw, which the analysis computes and
+  writes beside the result document (`analysis.result.table_path`);
+- `plot(data, doc)`, or `plot(data, doc, table=...)` where the family has a table: figures by
+  file stem, `{stem: matplotlib Figure}`;
 - `figures`: the stems `plot` returns (Snakemake needs them before the run);
 - `report_section(doc, figure_paths)`: the Markdown lines of its report section;
 - `sweep_inputs(device)` / `analysis_inputs(device)`: extra files (often another family's result)
@@ -29,16 +32,14 @@ from typing import Any
 
 class _Ref:
     """A function named by module (relative to this package) and attribute, imported when first
-    called; `preload` modules are imported first (backend handlers that register themselves)."""
+    called."""
 
-    def __init__(self, module: str, attr: str, preload: tuple[str, ...] = ()):
-        self.module, self.attr, self.preload = module, attr, preload
+    def __init__(self, module: str, attr: str):
+        self.module, self.attr = module, attr
         self._fn: Callable[..., Any] | None = None
 
     def resolve(self) -> Any:
         if self._fn is None:
-            for mod in self.preload:
-                importlib.import_module(f"{__package__}.{mod}")
             self._fn = getattr(importlib.import_module(f"{__package__}.{self.module}"), self.attr)
         return self._fn
 
@@ -81,7 +82,7 @@ class Family:
         plot: str,
         report_section: str,
         figures: tuple[str, ...],
-        handlers: tuple[str, ...] = (),
+        table: str | None = None,
         sweep_inputs: Callable[[Any], dict[str, str]] = _no_inputs,
         analysis_inputs: Callable[[Any], dict[str, str]] = _no_inputs,
     ):
@@ -89,8 +90,9 @@ class Family:
         self.figures = tuple(figures)
         self._experiment = f"experiments.{experiment}"
         self.parse_params = _Ref(self._experiment, "parse_params")
-        self.run = _Ref(self._experiment, "run", preload=handlers)
+        self.run = _Ref(self._experiment, "run")
         self.analyse = _Analysis(name, *analyse.split(":"))
+        self.table = None if table is None else _Ref(*table.split(":"))
         self.plot = _Ref(*plot.split(":"))
         self.report_section = _Ref(*report_section.split(":"))
         self.sweep_inputs = sweep_inputs
@@ -158,6 +160,7 @@ _FAMILIES = (
         name="l1_size",
         experiment="l1_size",
         analyse="analysis.cache_size:analyse",
+        table="analysis.cache_size:figure_table",
         plot="plotting.pchase:plot_l1_size",
         figures=("l1_size_sweep", "l1_size_latency_map"),
         report_section="report.sections:l1_size_section",
@@ -183,7 +186,6 @@ _FAMILIES = (
     Family(
         name="cache_sharing",
         experiment="cache_sharing",
-        handlers=("backends.multichase_sim", "backends.multichase_cuda"),
         analyse="analysis.cache_sharing:analyse",
         plot="plotting.disturbance:plot_sharing",
         figures=("cache_sharing_matrix",),
@@ -194,7 +196,6 @@ _FAMILIES = (
     Family(
         name="cache_instances",
         experiment="cache_instances",
-        handlers=("backends.multichase_sim", "backends.multichase_cuda"),
         analyse="analysis.cache_instances:analyse",
         plot="plotting.disturbance:plot_instances",
         figures=("cache_instances_warps",),
@@ -222,7 +223,6 @@ _FAMILIES = (
     Family(
         name="bank_conflicts",
         experiment="bank_conflicts",
-        handlers=("backends.banks_sim", "backends.banks_cuda"),
         analyse="analysis.bank_model:analyse",
         plot="plotting.banks:plot_bank_conflicts",
         figures=("bank_conflicts_stride", "bank_conflicts_degree"),
@@ -231,7 +231,6 @@ _FAMILIES = (
     Family(
         name="shared_throughput",
         experiment="shared_throughput",
-        handlers=("backends.throughput_sim", "backends.throughput_cuda"),
         analyse="analysis.throughput:analyse_shared",
         plot="plotting.throughput:plot_shared_throughput",
         figures=("shared_throughput_warps", "shared_throughput_ilp"),
@@ -241,7 +240,6 @@ _FAMILIES = (
     Family(
         name="global_throughput",
         experiment="global_throughput",
-        handlers=("backends.throughput_sim", "backends.throughput_cuda"),
         analyse="analysis.throughput:analyse_global",
         plot="plotting.throughput:plot_global_throughput",
         figures=("global_throughput_ctas",),
@@ -250,8 +248,8 @@ _FAMILIES = (
     Family(
         name="l2_flush",
         experiment="l2_flush",
-        handlers=("backends.requests_sim", "backends.requests_cuda"),
         analyse="analysis.l2_flush:analyse",
+        table="analysis.l2_flush:figure_table",
         plot="plotting.requests:plot_l2_flush",
         figures=("l2_flush",),
         report_section="report.sections_requests:l2_flush_section",
@@ -259,8 +257,8 @@ _FAMILIES = (
     Family(
         name="requests",
         experiment="requests",
-        handlers=("backends.requests_sim", "backends.requests_cuda"),
         analyse="analysis.requests:analyse",
+        table="analysis.requests:figure_table",
         plot="plotting.requests:plot_requests",
         figures=tuple(f"requests_{p}" for p in _REQUEST_PATTERNS),
         report_section="report.sections_requests:requests_section",
@@ -278,6 +276,7 @@ _FAMILIES = (
         name="latency_patterns",
         experiment="latency_patterns",
         analyse="analysis.latency_patterns:analyse",
+        table="analysis.latency_patterns:summary_table",
         plot="plotting.tlb:plot_patterns",
         figures=("latency_patterns",),
         report_section="report.sections_tlb:latency_patterns_section",

@@ -12,3 +12,16 @@ rule analyze_trace:
     shell:
         "python -m gpudissect analyze --experiment {wildcards.experiment}"
         " --trace {input.trace} --out {output.result} {params.extra} > {log} 2>&1"
+
+
+# The same analysis, for the experiments whose figures draw a table the analysis computes: it
+# writes that table beside the result document (analysis.result.table_path).
+use rule analyze_trace as analyze_trace_with_table with:
+    output:
+        result="results/analysis/{device}/{experiment}.json",
+        table="results/analysis/{device}/{experiment}.parquet",
+    wildcard_constraints:
+        experiment=TABLED,
+
+
+ruleorder: analyze_trace_with_table > analyze_trace

@@ -31,6 +31,8 @@ if workflow.local_exec and getattr(_cores, "value", _cores) == 0:
 
 DEVICES = {d.name: d for d in RUN.devices}
 FAMILY = dict(FAMILIES)
+# experiments whose analysis also writes the tidy table its figures draw (beside the result)
+TABLED = "|".join(name for name, fam in FAMILY.items() if fam.table is not None)
 ENV = "../../envs/gpudissect.yaml"
 CUDA_ENV = "../../envs/gpudissect-cuda.yaml"
 
@@ -105,6 +107,15 @@ def plot_rule_name(device):
     """The name of a device's figure job, `plot_` and the device name with `_` for every
     character that may not appear in a name of a Snakemake job."""
     return "plot_{}".format(re.sub(r"\W", "_", device))
+
+
+def figure_tables(device):
+    """The tidy tables a device's figure job reads (those its analyses write)."""
+    return [
+        f"results/analysis/{device}/{e}.parquet"
+        for e in experiments_of(device)
+        if FAMILY[e].table is not None
+    ]
 
 
 def figure_files(device, experiment, ext="png"):

@@ -18,6 +18,7 @@ for _device in DEVICES:
         input:
             trace=[f"results/traces/{_device}/{e}.parquet" for e in _exps],
             result=[f"results/analysis/{_device}/{e}.json" for e in _exps],
+            table=figure_tables(_device),
         output:
             png=[
                 report(

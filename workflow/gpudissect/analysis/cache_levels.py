@@ -20,231 +20,71 @@ The rules, each applied to per-access latencies:
   too large array (the Hopper L1) hardly misses there: the cold walk is the one that works.
 - **Line b, separate from the sector** (capacity against stride, `analysis.cache_line`): the
   count of elements that fit falls as C / s while the stride s is below the line and stops
-  falling at s = b. Walks of 7/8 C / P elements at strides 2P and 3P/2 for P = g, 2g, ...: b is
-  the smallest P at which one of them fits; on a cache without sectors b = g, on a sectored one
-  (Hopper L1: 128 B lines, 32 B sectors) b > g.
+  falling at s = b. Walks of 7/8 C / P elements at strides 2P and 3P/2 (then 5P/2) for P = g,
+  2g, ...: b is the smallest P at which one of them fits; on a cache without sectors b = g, on a
+  sectored one (Hopper L1: 128 B lines, 32 B sectors) b > g.
 - **Latencies**: the hit latency is the median of the accesses of the arrays that fit; the miss
   latency the median of the accesses classified as misses at the larger arrays; the miss
   penalty their difference.
+
+The size rule and the hit/miss classification are in `level_size`, the granule rule in
+`level_granule`, the line rule in `cache_line`; this module reads a level from its rows and
+writes the stage-1 document.
 """
 
 from __future__ import annotations
-
-from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
 
 from . import cache_line
-from .misses import FirstMissDetector
+from .level_granule import (
+    COLD_PHASE,
+    GRANULE_TOLERANCE,
+    WARM_PHASE,
+    GranuleFinding,
+    cold_granule,
+    cold_granule_bytes,
+    granule_sizes,
+    level_granule,
+    miss_granule,
+    warm_granule,
+)
+from .level_size import Classifier, SizeFinding, level_latencies, locate_size, size_groups
 
-GRANULE_TOLERANCE = 0.05  # share of missed addresses allowed off the granule (outliers)
-MIN_GRANULE_MISSES = 16  # fewest classified misses the granule rule works with
 CONST_LIMIT_BYTES = 65536  # constant memory holds at most 64 KiB: the const path's arrays
 DEFAULT_MAX_LINE_BYTES = 512  # the schema's default of cache_stage1.max_line_bytes
 
 
-@dataclass(frozen=True)
-class Classifier:
-    """Hit/miss classification of one level: hits below `threshold_cycles`; misses in the band
-    up to `ceiling_cycles` (accesses above it are timing outliers, or a miss with an outlier)."""
-
-    hit_latency_cycles: float
-    threshold_cycles: float
-    outlier_rate: float
-    ceiling_cycles: float = float("inf")
-
-    def slow(self, latency: np.ndarray) -> np.ndarray:
-        return np.asarray(latency, dtype=np.float64) > self.threshold_cycles
-
-    def miss(self, latency: np.ndarray) -> np.ndarray:
-        lat = np.asarray(latency, dtype=np.float64)
-        return (lat > self.threshold_cycles) & (lat <= self.ceiling_cycles)
-
-
-@dataclass(frozen=True)
-class SizeFinding:
-    size_bytes: int | None  # largest size that fits; None when undetermined
-    next_bytes: int | None  # first size that misses
-    reason: str | None  # why undetermined
-    classifier: Classifier | None
-    detector: FirstMissDetector | None
-    sizes_bytes: np.ndarray
-    groups: list[np.ndarray]
-
-    @property
-    def resolution_bytes(self) -> int | None:
-        if self.size_bytes is None or self.next_bytes is None:
-            return None
-        return self.next_bytes - self.size_bytes
-
-
-def locate_size(sizes_bytes, groups, *, alpha: float = 0.01) -> SizeFinding:
-    """The first array size that misses (TPDS step 1) over per-size latency groups."""
-    order = np.argsort(sizes_bytes)
-    sizes = np.asarray(sizes_bytes, dtype=np.int64)[order]
-    groups = [np.asarray(groups[i], dtype=np.float64) for i in order]
-    if len(sizes) < 3:
-        return SizeFinding(
-            None, None, f"only {len(sizes)} sizes swept; need >= 3", None, None, sizes, groups
-        )
-    det = FirstMissDetector(alpha=alpha).fit(sizes, groups)
-    ref = np.concatenate(groups[: det.reference_sizes])
-    hit = float(np.median(ref))
-    threshold = getattr(det, "_threshold", None)
-    rate = (
-        det.result.outlier_rate
-        if det.result
-        else (np.sum(ref > threshold) + 1.0) / (ref.size + 2.0)
-    )
-    classifier = Classifier(hit, float(threshold), float(rate))
-    if not det.reference_ok:
-        reason = (
-            f"the smallest arrays ({sizes[0]} bytes) are slower than larger ones: they already "
-            "miss; the cache is smaller than the swept range"
-        )
-        return SizeFinding(None, None, reason, classifier, det, sizes, groups)
-    if det.result is None:
-        reason = (
-            f"no size between {sizes[0]} and {sizes[-1]} bytes misses more often than timing "
-            f"outliers explain: the cache holds at least {sizes[-1]} bytes, or no cache of this "
-            f"latency level ({hit:.0f} cycles) sits on the path"
-        )
-        return SizeFinding(None, None, reason, classifier, det, sizes, groups)
-    r = det.result
-    # the miss band: misses of this level come back at the next level's latency; far slower
-    # accesses are timing outliers (or a miss hit by one) and do not mark a granule
-    after = np.concatenate(groups[r.index :])
-    slow = after[after > r.threshold_cycles]
-    ceiling = float("inf")
-    if slow.size >= 8:
-        level = float(np.median(slow))
-        spread = 1.4826 * float(np.median(np.abs(slow - level)))
-        ceiling = level + max(6.0 * spread, 0.25 * (level - hit), 8.0)
-    classifier = Classifier(hit, r.threshold_cycles, r.outlier_rate, ceiling)
-    return SizeFinding(int(r.x_before), int(r.x_after), None, classifier, det, sizes, groups)
-
-
-COLD_PHASE = "granule_cold"  # the cold stride-4 walk
-WARM_PHASE = "granule"  # TPDS's warm stride-4 walks just past C
 LINE_PHASE = "line"  # capacity against stride: the test walk of 7/8 C / P elements
 LINE_CHECK_PHASE = "line_check"  # and the check walk of 5/4 C / P elements
+# the rules the stage-1 sweep asks where to walk next, by the names it has always used
+__all__ = [
+    "COLD_PHASE",
+    "LINE_CHECK_PHASE",
+    "LINE_PHASE",
+    "WARM_PHASE",
+    "Classifier",
+    "GranuleFinding",
+    "SizeFinding",
+    "analyse",
+    "cold_granule",
+    "cold_granule_bytes",
+    "granule_sizes",
+    "level_granule",
+    "level_latencies",
+    "level_line",
+    "locate_size",
+    "miss_granule",
+    "path_limit_bytes",
+    "size_groups",
+    "warm_granule",
+]
 
 
 def path_limit_bytes(path: str) -> int | None:
     """Largest array a load path can address (constant memory: 64 KiB), or None."""
     return CONST_LIMIT_BYTES if path == "const" else None
-
-
-def cold_granule_bytes(record_steps: int, limit_bytes: int | None = None) -> int:
-    """Array of the cold walk: one pass of `record_steps` loads at stride 4, within the limit."""
-    n = 4 * record_steps
-    return min(n, limit_bytes) if limit_bytes else n
-
-
-def granule_sizes(size_bytes: int) -> tuple[int, int]:
-    """The two array sizes the warm granule walk uses at stride 4: C + 4 and C + C/8."""
-    return size_bytes + 4, size_bytes + max(4, (size_bytes // 8) // 4 * 4)
-
-
-@dataclass(frozen=True)
-class GranuleFinding:
-    granule_bytes: int | None
-    misses: int
-    off_granule: int  # misses off the granule (outliers, or a wrong model)
-    odd_multiples: int  # misses at odd multiples of the granule: they bound it from above
-    reason: str | None
-
-
-def miss_granule(
-    addresses_bytes: np.ndarray, missed: np.ndarray, *, where: str = "just past the cache size"
-) -> GranuleFinding:
-    """Largest power of two dividing all but a few missed addresses (see module docstring)."""
-    addr = np.asarray(addresses_bytes, dtype=np.int64)[np.asarray(missed, dtype=bool)]
-    n = int(addr.size)
-    if n < MIN_GRANULE_MISSES:
-        return GranuleFinding(
-            None,
-            n,
-            0,
-            0,
-            f"only {n} misses at stride 4 {where}; need >= {MIN_GRANULE_MISSES}",
-        )
-    g = 4
-    while g < (1 << 24) and np.mean(addr % (2 * g) == 0) >= 1 - GRANULE_TOLERANCE:
-        g *= 2
-    off = int(np.sum(addr % g != 0))
-    odd = int(np.sum(addr % (2 * g) == g))
-    if odd == 0:
-        return GranuleFinding(
-            None,
-            n,
-            off,
-            0,
-            f"every missed address {where} is a multiple of {2 * g} bytes: no bound",
-        )
-    return GranuleFinding(g, n, off, odd, None)
-
-
-def cold_granule(addresses_bytes, latency, classifier: Classifier) -> GranuleFinding:
-    """The granule from a cold walk: every slow access is a first touch, whatever level (L2,
-    DRAM, a TLB miss on top) served it, so slow accesses count, not only those of the miss
-    band."""
-    return miss_granule(addresses_bytes, classifier.slow(latency), where="in the cold walk")
-
-
-def warm_granule(addresses_bytes, latency, classifier: Classifier) -> GranuleFinding:
-    """The granule from TPDS's warm walks just past C (misses in the level's miss band)."""
-    return miss_granule(addresses_bytes, classifier.miss(latency))
-
-
-def level_granule(df: pd.DataFrame, classifier: Classifier) -> tuple[GranuleFinding, str | None]:
-    """(granule, phase that decided it) from one level's rows: the cold walk, else the warm
-    walks (a level the copy filled shows no cold misses)."""
-    cold = df[df["phase"] == COLD_PHASE]
-    warm = df[df["phase"] == WARM_PHASE]
-    found = GranuleFinding(None, 0, 0, 0, "no stride-4 walk in the trace")
-    if len(cold):
-        found = cold_granule(cold["address_bytes"], cold["latency_cycles"], classifier)
-        if found.granule_bytes is not None:
-            return found, COLD_PHASE
-    if len(warm):
-        w = warm_granule(warm["address_bytes"], warm["latency_cycles"], classifier)
-        if w.granule_bytes is not None or not len(cold):
-            return w, WARM_PHASE if w.granule_bytes is not None else None
-        reason = f"{found.reason}; {w.reason}"
-        return GranuleFinding(None, w.misses, w.off_granule, w.odd_multiples, reason), None
-    return found, None
-
-
-def level_latencies(finding: SizeFinding) -> dict[str, float | int | None]:
-    """Hit latency (arrays that fit) and miss latency (misses of the arrays past the size)."""
-    c = finding.classifier
-    i = int(np.searchsorted(finding.sizes_bytes, finding.next_bytes))
-    fits = np.concatenate(finding.groups[:i])
-    after = np.concatenate(finding.groups[i:])
-    misses = after[c.miss(after)]
-    med = float(np.median(fits))
-    iqr = float(np.subtract(*np.percentile(fits, [75, 25])))
-    out: dict[str, float | int | None] = {
-        "hit": med,
-        "hit_iqr": iqr,
-        "hit_n": int(fits.size),
-        "miss": None,
-        "miss_iqr": None,
-        "miss_n": int(misses.size),
-    }
-    if misses.size:
-        out["miss"] = float(np.median(misses))
-        out["miss_iqr"] = float(np.subtract(*np.percentile(misses, [75, 25])))
-    return out
-
-
-def size_groups(df: pd.DataFrame) -> tuple[np.ndarray, list[np.ndarray]]:
-    """(sizes, latency group per size) of one level's size-search rows."""
-    by = df.groupby("array_bytes", sort=True)["latency_cycles"]
-    sizes = np.array(sorted(by.groups), dtype=np.int64)
-    return sizes, [by.get_group(s).to_numpy(np.float64) for s in sizes]
 
 
 # --- the stage-1 result document -------------------------------------------------------------

@@ -6,15 +6,19 @@ A walk of n elements at stride s holds min(s, b) bytes of cache per element: bel
 consecutive elements share lines (every line is touched), at or past it each element takes a
 line of its own. So at most C / min(s, b) elements fit, and the count that fits falls as C / s
 while s < b and stops falling at s = b (it stays C / b). For each candidate P = g, 2g, 4g, ...
-the rule walks n = 7/8 C / P elements at stride 2P and, failing that, at 3P/2:
+the rule walks n = 7/8 C / P elements at stride 2P and, failing that, at 3P/2 (and, where
+every candidate overflows at both, at 5P/2):
 
-- if P < b, both strides are below the line or one line wide (2P <= b), so at most C / (3P/2)
+- if P < b, the line is at least 2P and every stride is over P, so at most C / (3P/2)
   elements fit: the walk overflows by at least 31% whatever the set mapping or the policy;
 - if P = b, each element takes its own line and 7/8 of the lines fit, provided the stride
   spreads them over the sets. Stride 2b does on hashed caches (the Hopper L1 keeps C / b
-  elements at every power-of-two stride) but uses every other set of a bit-indexed one; stride
-  3b/2 touches two lines of every three, spread over bit-indexed sets, but can crowd an XOR
-  hash. One of the two suits every cache we know.
+  elements at every power-of-two stride) but uses only the even sets of a cache indexed by
+  line number mod S when S is even; stride 3b/2 touches two lines of every three (none whose
+  number is 2 mod 3), spread over power-of-two bit-indexed sets, but can crowd an XOR hash and
+  misses a third of the sets when S is a multiple of 3 (48 sets: neither stride fits);
+  stride 5b/2 touches lines 5j and 5j + 2, each run covering every set when S is prime to 5.
+  Only a modulo mapping with S a multiple of 30 defeats all three.
 
 b is the smallest P at which a walk fits. A walk "fits" when its slow accesses are not
 significant against the timing-outlier rate, or, on hashed or randomly replaced caches where a
@@ -103,8 +107,9 @@ def walk_elements(size_bytes: int, candidate_bytes: int, *, check: bool) -> int:
 
 
 def candidate_strides(candidate_bytes: int) -> tuple[int, ...]:
-    """Strides a candidate is tried at, in order: 2P, then 3P/2 (whole 4-byte elements)."""
-    return tuple(s for s in (2 * candidate_bytes, 3 * candidate_bytes // 2) if s % 4 == 0)
+    """Strides a candidate is tried at, in order: 2P, 3P/2, 5P/2 (whole 4-byte elements)."""
+    p = candidate_bytes
+    return tuple(s for s in (2 * p, 3 * p // 2, 5 * p // 2) if s % 4 == 0)
 
 
 def candidates(first_bytes: int, max_line_bytes: int) -> list[int]:
@@ -162,16 +167,53 @@ def locate_line(
 
     `first_bytes`: the smallest candidate (the miss granule: a line holds whole granules).
     `runnable(elements, stride)`: whether the load path can address that walk's array.
+
+    The candidates are searched at strides 2P and 3P/2 first, and only when no candidate fits
+    at either, again at 5P/2: below the line no stride fits, so the first search cannot stop
+    early, and the third stride costs walks only on caches whose set count the first two
+    crowd (traces recorded without it stay decidable wherever they were before).
     """
     log: list[str] = []
+    for strides_of in (_first_strides, _third_stride):
+        found = _search(walks, strides_of, size_bytes, first_bytes, max_line_bytes, runnable, log)
+        if found is not None:
+            return found
+    reason = (
+        f"no candidate up to {max_line_bytes} B fits: the count of elements that fit keeps "
+        "falling with the stride (the line is longer, or the set mapping crowds every stride "
+        "tried)"
+    )
+    return LineFinding(None, "; ".join([reason, *log]), None, log=tuple(log))
+
+
+def _first_strides(candidate_bytes: int) -> tuple[int, ...]:
+    return candidate_strides(candidate_bytes)[:2]
+
+
+def _third_stride(candidate_bytes: int) -> tuple[int, ...]:
+    return candidate_strides(candidate_bytes)[2:]
+
+
+def _search(
+    walks: dict[WalkKey, LineWalk],
+    strides_of: Callable[[int], tuple[int, ...]],
+    size_bytes: int,
+    first_bytes: int,
+    max_line_bytes: int,
+    runnable: Callable[[int, int], bool],
+    log: list[str],
+) -> LineFinding | None:
+    """The smallest candidate whose walk at one of `strides_of(P)` fits (a finding), the walk
+    still needed, a reason to stop; None when every candidate overflows at these strides."""
     unfinished = "the trace stops before the line search ends"
     for p in candidates(first_bytes, max_line_bytes):
         n_test = walk_elements(size_bytes, p, check=False)
         n_check = walk_elements(size_bytes, p, check=True)
-        strides = [s for s in candidate_strides(p) if runnable(n_test, s)]
-        if not strides:
+        tried = strides_of(p)
+        strides = [s for s in tried if runnable(n_test, s)]
+        if tried and not strides:
             reason = (
-                f"no walk of {n_test} elements at stride {2 * p} or {3 * p // 2} B fits the load "
+                f"no walk of {n_test} elements at a stride of {list(tried)} B fits the load "
                 f"path's address limit (candidate {p} B)"
             )
             return LineFinding(None, "; ".join([reason, *log]), None, log=tuple(log))
@@ -184,29 +226,37 @@ def locate_line(
             if fits is None:
                 return LineFinding(None, unfinished, (p, s, True))
             log.append(f"P={p} B: {test.describe()}{note} -> {'fits' if fits else 'overflows'}")
-            if not fits:
-                continue
-            excess = test.share / LINE_RATIO
-            if check is not None and test.significant:
-                excess = test.share / check.share / LINE_RATIO
-            if not can_check:
-                log.append(f"no check walk ({n_check} elements exceed the address limit)")
-                return LineFinding(p, None, None, 0.5 * (1.0 - excess), tuple(log), s)
-            if check is None:
-                return LineFinding(None, unfinished, (p, s, True))
-            log.append(f"check: {check.describe()}")
-            if not check.significant:
-                reason = (
-                    f"a walk of 5/4 C / {p} elements at stride {s} B fits too, so the line would "
-                    f"be at most {p // 2} B, yet every smaller candidate overflowed: the set "
-                    "mapping crowds the strides tried"
-                )
-                return LineFinding(None, "; ".join([reason, *log]), None, log=tuple(log))
-            conf = (1.0 - check.p_value) * (1.0 - min(excess, 1.0))
-            return LineFinding(p, None, None, conf, tuple(log), s, checked=True)
-    reason = (
-        f"no candidate up to {max_line_bytes} B fits: the count of elements that fit keeps "
-        "falling with the stride (the line is longer, or the set mapping crowds every stride "
-        "tried)"
-    )
-    return LineFinding(None, "; ".join([reason, *log]), None, log=tuple(log))
+            if fits:
+                return _fitting(p, s, test, check, can_check, n_check, log)
+    return None
+
+
+def _fitting(
+    p: int,
+    s: int,
+    test: LineWalk,
+    check: LineWalk | None,
+    can_check: bool,
+    n_check: int,
+    log: list[str],
+) -> LineFinding:
+    """The finding once the walk of candidate `p` at stride `s` fits: its check walk bounds
+    the count from above (or is still needed, or cannot be addressed)."""
+    excess = test.share / LINE_RATIO
+    if check is not None and test.significant:
+        excess = test.share / check.share / LINE_RATIO
+    if not can_check:
+        log.append(f"no check walk ({n_check} elements exceed the address limit)")
+        return LineFinding(p, None, None, 0.5 * (1.0 - excess), tuple(log), s)
+    if check is None:
+        return LineFinding(None, "the trace stops before the line search ends", (p, s, True))
+    log.append(f"check: {check.describe()}")
+    if not check.significant:
+        reason = (
+            f"a walk of 5/4 C / {p} elements at stride {s} B fits too, so the line would "
+            f"be at most {p // 2} B, yet every smaller candidate overflowed: the set "
+            "mapping crowds the strides tried"
+        )
+        return LineFinding(None, "; ".join([reason, *log]), None, log=tuple(log))
+    conf = (1.0 - check.p_value) * (1.0 - min(excess, 1.0))
+    return LineFinding(p, None, None, conf, tuple(log), s, checked=True)

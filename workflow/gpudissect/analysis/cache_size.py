@@ -16,9 +16,9 @@ import numpy as np
 import pandas as pd
 
 from ..exceptions import AnalysisError
-from .changepoint import first_rise
 from .misses import FirstMissDetector
 from .result import header, no_path_reason, quantity, undetermined
+from .sweep_steps import first_rise
 
 ELEMENT_OF_PATH = {"ca": "l1d", "nc": "readonly", "cg": "l2", "tex": "texture"}
 METHOD = (
@@ -185,6 +185,11 @@ def analyse(
         "series": series,
         "shared_buffer_check": buffer_check,
     }
+
+
+def figure_table(data: pd.DataFrame, doc: dict) -> pd.DataFrame:
+    """The table the size-sweep figure draws (`summary_table`)."""
+    return summary_table(data)
 
 
 def summary_table(data: pd.DataFrame) -> pd.DataFrame:

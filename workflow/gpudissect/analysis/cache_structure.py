@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from .cache_levels import Classifier
+from .level_size import Classifier
 from .misses import _MAD_TO_SIGMA, FirstMissDetector, binom_sf
 
 LINE_ALPHA = 1e-3  # significance of a line's misses at one k against the outlier rate

@@ -13,7 +13,7 @@ import pandas as pd
 
 from . import cache_structure as cs
 from . import replacement as rp
-from .cache_levels import Classifier
+from .level_size import Classifier
 from .result import quantity, undetermined
 
 STAGE1_KEYS = (

@@ -14,8 +14,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from .changepoint import find_steps
 from .result import header, no_path_reason, quantity, undetermined
+from .sweep_steps import find_steps
 
 TRIM = 0.01  # share of accesses trimmed from each end before averaging (timing outliers)
 HIT_BAND = 0.05  # share of the hit-to-miss range still read as "all hits"

@@ -5,10 +5,13 @@ Per size, the gap is the median flushed time minus the median unflushed time. Wh
 fits in the L2, every extra byte is one more L2 hit in the unflushed copy, so the gap grows in
 proportion to the size; beyond the L2 size it stops growing ("the performance gap saturates").
 The estimate is the size where that proportional growth ends: a line is fitted to the sizes
-whose gap is at most half the peak gap (before the peak), and the L2 size is the last size whose
-gap stays within ``LINE_TOLERANCE`` of the line (or three times the spread of the repetitions).
-With a random-replacement L2 some lines survive past the capacity, so the gap's peak lies above
-the L2 size; the end of the linear growth does not.
+whose gap is at most half the peak gap (before the peak); the first size whose gap falls behind
+it by more than ``LINE_TOLERANCE`` (or three times the spread of the repetitions) lies past the
+L2. With a random-replacement L2 some lines survive past the capacity, so the gap's peak lies
+above the L2 size, and the gap still grows, more slowly, for a size or two: the first size past
+the L2 can stay within the tolerance. So the size is the last one before the steps that each add
+less than ``1 - STEP_DROP`` of the rise's growth per step, every one of them up to the first
+size off the line (the last size on the line where no such run of steps leads there).
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ from ..exceptions import AnalysisError
 from .result import quantity, undetermined
 
 LINE_TOLERANCE = 0.03
+STEP_DROP = 0.25  # a step past the L2 adds at most 3/4 of a step's growth on the rise
 
 
 def gap_table(data: pd.DataFrame) -> pd.DataFrame:
@@ -40,6 +44,11 @@ def gap_table(data: pd.DataFrame) -> pd.DataFrame:
     )
     out["gap_ms"] = out["flushed_ms"] - out["unflushed_ms"]
     return out.dropna().reset_index(drop=True)
+
+
+def figure_table(data: pd.DataFrame, doc: dict[str, Any]) -> pd.DataFrame:
+    """The table the figure draws: per size, the median copy times and their gap."""
+    return gap_table(data)
 
 
 def analyse(
@@ -82,7 +91,9 @@ def analyse(
             "at least the largest size swept; sweep larger sizes"
         )
     else:
-        at = int(x[off[0] - 1])
+        at, meet = _last_full_step(
+            x, y, slope, 3 * spread, int(np.nonzero(rising)[0][-1]), int(off[0])
+        )
         after = y[off[0] :]
         flat = float(np.ptp(after) / max(y[peak], 1e-30)) if after.size > 1 else 1.0
         size = quantity(
@@ -95,8 +106,30 @@ def analyse(
                 f"{LINE_TOLERANCE:.0%} or three times the repetition spread)"
             ),
             evidence=(
-                f"{fit}; falls behind it at {int(x[off[0]])} bytes; the gap peaks at "
+                f"{fit}; falls behind it at {int(x[off[0]])} bytes{meet}; the gap peaks at "
                 f"{int(x[peak])} bytes; sweep step {step} bytes"
             ),
         )
     return doc_base | {"elements": {"l2": {"size_bytes": size}}}
+
+
+def _last_full_step(
+    x: np.ndarray, y: np.ndarray, expected: float, noise: float, last_rising: int, first_off: int
+) -> tuple[int, str]:
+    """The L2 size: the size before the first step from which every step up to the first size
+    off the rise adds less than (1 - `STEP_DROP`) of the rise's increment (`expected` per
+    byte), beyond `noise`; the last size on the rise where no step does. Returns the size and a
+    note for the evidence."""
+    short = [
+        y[k] - y[k - 1] < (1 - STEP_DROP) * expected * (x[k] - x[k - 1]) - noise
+        for k in range(last_rising + 1, first_off + 1)
+    ]
+    for i, k in enumerate(range(last_rising + 1, first_off)):
+        if all(short[i:]):
+            share = (y[k] - y[k - 1]) / (expected * (x[k] - x[k - 1]))
+            note = (
+                f"; from {int(x[k])} bytes on each step adds less than "
+                f"{1 - STEP_DROP:.0%} of the rise's ({share:.0%} at the first)"
+            )
+            return int(x[k - 1]), note
+    return int(x[first_off - 1]), ""

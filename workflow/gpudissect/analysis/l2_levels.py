@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .changepoint import Step
+from .sweep_steps import Step
 
 MIB = 1 << 20
 

@@ -247,9 +247,11 @@ def _findings(r: dict[str, Any]) -> list[str]:
 
 
 def summary_table(data: pd.DataFrame, doc: dict[str, Any]) -> pd.DataFrame:
-    """Per path and pattern: the classified latencies (for the figure)."""
+    """Per path and pattern: the classified latencies (the table the figure draws)."""
     caps = doc["capacities"]
     if caps.get("page_bytes") is None:
-        return pd.DataFrame(columns=["path", "pattern", "latency_cycles"])
+        cols = {"path": "object", "pattern": "object", "step": "int64"}
+        cols |= {"latency_cycles": "float64", "repetition": "int64"}
+        return pd.DataFrame({c: pd.Series(dtype=t) for c, t in cols.items()})
     c = classify_trace(data, caps)
     return c.loc[c["pattern"] != "", ["path", "pattern", "step", "latency_cycles", "repetition"]]

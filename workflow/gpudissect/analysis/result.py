@@ -34,6 +34,27 @@ def write_result(path: str | os.PathLike, document: dict[str, Any]) -> Path:
     return path
 
 
+def table_path(result_path: str | os.PathLike) -> Path:
+    """Where an analysis's tidy table lies: beside its result document, as Parquet."""
+    return Path(result_path).with_suffix(".parquet")
+
+
+def write_table(path: str | os.PathLike, table: Any) -> Path:
+    """Write a tidy table (a DataFrame) atomically (temporary file, then rename)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
+    try:
+        pq.write_table(pa.Table.from_pandas(table, preserve_index=False), tmp)
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
+    return path
+
+
 def _plain(obj: Any) -> Any:
     if hasattr(obj, "item"):
         return obj.item()

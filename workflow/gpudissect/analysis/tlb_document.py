@@ -15,101 +15,17 @@ from __future__ import annotations
 
 from typing import Any
 
-import numpy as np
 import pandas as pd
 
 from ..exceptions import AnalysisError
+from . import tlb_quantities as tq
 from . import tlb_shift
 from .result import quantity, undetermined
-from .tlb import (
-    Reach,
-    SetStructure,
-    fit_pages,
-    fit_reach,
-    fit_window,
-    level_containing,
-    set_structure,
-)
-
-# --- quantities ----------------------------------------------------------------------------
-METHOD_PAGE = (
-    "fine-grained P-chase at strides around the page (TPDS Sec. 4.4): spacing of TLB misses "
-    "past the L1-TLB reach; first-miss array size N*(s) as corroboration"
-)
-METHOD_SETS = (
-    "misses per traversal as the walk grows by one page past the reach (TPDS Fig. 10): each "
-    "increment > 1 is one more set overflowing"
-)
-
-
-def _levels_doc(levels, b, l1, l2) -> dict[str, Any]:
-    names = {b: "base", l1: "l1_tlb_miss", l2: "l2_tlb_miss"}
-    return {
-        names.get(k, f"level_{k}"): {"latency_cycles": lev.center, "samples": lev.count}
-        for k, lev in enumerate(levels)
-    }
-
-
-def _penalty(levels, lo, hi, df, what: str, parts: tuple[float, ...] = ()) -> dict[str, Any]:
-    if lo is None or hi is None:
-        return undetermined(f"no {what} level found")
-    pen = levels[hi].center - levels[lo].center
-    together = (
-        f"; the levels at {', '.join(f'{c:.0f}' for c in parts)} cycles set in together and are "
-        "taken as one miss level (their pooled median)"
-        if parts
-        else ""
-    )
-    return quantity(
-        round(pen, 1),
-        unit="cycles",
-        confidence=min(1.0, min(levels[hi].count, levels[lo].count) / 50),
-        method="difference of the median latencies of two levels of the stride = page walks",
-        evidence=(
-            f"{what}: level {levels[hi].center:.0f} cycles ({levels[hi].count} accesses) minus "
-            f"{levels[lo].center:.0f} ({levels[lo].count}){together}"
-        ),
-    )
-
-
-def _structure_quantities(st: SetStructure, page: int, *, unit_note: str) -> dict[str, Any]:
-    q: dict[str, Any] = {}
-    if st.entries is None:
-        q["entries"] = undetermined(st.evidence)
-    else:
-        q["entries"] = quantity(
-            st.entries,
-            unit="entries",
-            confidence=0.95,
-            method="largest walk of one element per page with no miss of this level",
-            evidence=f"{st.entries} pages of {page} bytes fit ({st.entries * page} bytes "
-            f"reach){unit_note}",
-        )
-    for key, value in (
-        ("sets", st.sets),
-        ("ways_per_set", None if st.ways is None else list(st.ways)),
-    ):
-        q[key] = (
-            undetermined(st.evidence)
-            if value is None
-            else quantity(
-                value, unit=None, confidence=st.confidence, method=METHOD_SETS, evidence=st.evidence
-            )
-        )
-    q["policy"] = (
-        undetermined(st.evidence)
-        if st.policy is None
-        else quantity(
-            st.policy,
-            unit=None,
-            confidence=st.confidence * (0.8 if st.policy == "lru" else 1.0),
-            method="periodicity of the misses of a cyclic walk (TPDS Sec. 4.2 step 4)",
-            evidence=st.evidence
-            + ("; a cyclic walk cannot tell FIFO from LRU" if st.policy == "lru" else ""),
-        )
-    )
-    return q
-
+from .tlb import Reach, fit_reach
+from .tlb_levels import level_containing
+from .tlb_pages import fit_pages
+from .tlb_sets import SetStructure, set_structure
+from .tlb_window import fit_window
 
 KEYS = ("page_bytes", "entries", "sets", "ways_per_set", "policy", "miss_penalty_cycles")
 METHOD_SHIFT = (
@@ -178,7 +94,7 @@ def _threshold_levels(data: pd.DataFrame, reach: Reach):
         page,
         unit="bytes",
         confidence=reach.page_confidence,
-        method=METHOD_PAGE,
+        method=tq.METHOD_PAGE,
         evidence=reach.page_evidence,
     )
     walks = fit_pages(
@@ -192,23 +108,23 @@ def _threshold_levels(data: pd.DataFrame, reach: Reach):
     l2: dict[str, Any] = {}
     levels_doc: dict[str, Any] = {}
     if walks is not None and not walks.counts.empty:
-        st1 = set_structure(walks.counts, "l1")
+        st1 = set_structure(walks.counts, "l1", unplaced=walks.unplaced)
         longest = int(walks.counts["elements"].max())
         none_seen = (
             f"no L2-TLB miss level in walks of up to {longest} pages "
             f"({longest * page / 2**20:g} MiB): the L2 TLB reaches further, or there is none"
         )
         st2 = (
-            set_structure(walks.counts, "l2")
+            set_structure(walks.counts, "l2", unplaced=walks.unplaced)
             if walks.l2_index is not None
             else SetStructure(None, None, None, (), None, none_seen, 0.0)
         )
         b = level_containing(list(walks.levels), reach.base.center)
-        levels_doc = _levels_doc(walks.levels, b, walks.l1_index, walks.l2_index)
-        l1["miss_penalty_cycles"] = _penalty(
+        levels_doc = tq.levels_doc(walks.levels, b, walks.l1_index, walks.l2_index)
+        l1["miss_penalty_cycles"] = tq.penalty(
             walks.levels, b, walks.l1_index, None, "L1-TLB miss over the base", walks.onset_parts
         )
-        l2["miss_penalty_cycles"] = _penalty(
+        l2["miss_penalty_cycles"] = tq.penalty(
             walks.levels, walks.l1_index, walks.l2_index, None, "L2-TLB miss over the L1-TLB miss"
         )
     else:
@@ -225,11 +141,11 @@ def _threshold_levels(data: pd.DataFrame, reach: Reach):
             st1.evidence + f" (the reach stage put it in [{est[0]}, {est[1]}))",
             st1.confidence * 0.5,
         )
-    l1 = {"page_bytes": page_q} | _structure_quantities(st1, page, unit_note="") | l1
-    l2 = {"page_bytes": page_q} | _structure_quantities(st2, page, unit_note="") | l2
+    l1 = {"page_bytes": page_q} | tq.structure_quantities(st1, page, unit_note="") | l1
+    l2 = {"page_bytes": page_q} | tq.structure_quantities(st2, page, unit_note="") | l2
     extra = {
         "levels": levels_doc,
-        "pages": _pages_rows(walks),
+        "pages": tq.pages_rows(walks),
         "l1_increments": list(st1.increments),
         "l2_increments": list(st2.increments),
     }
@@ -251,7 +167,7 @@ def _with_hidden_l1(data: pd.DataFrame, reach: Reach | None, h: tlb_shift.Hidden
             page,
             unit="bytes",
             confidence=reach.page_confidence,
-            method=METHOD_PAGE,
+            method=tq.METHOD_PAGE,
             evidence=reach.page_evidence
             + f" (a level past the L1 TLB's reach of {h.reach_bytes / 2**20:g} MiB)",
         )
@@ -269,10 +185,10 @@ def _with_hidden_l1(data: pd.DataFrame, reach: Reach | None, h: tlb_shift.Hidden
         levels_doc: dict[str, Any] = {}
     else:
         # the first level above the base in the page walks is the L2-TLB miss here
-        st = set_structure(walks.counts, "l1")
+        st = set_structure(walks.counts, "l1", unplaced=walks.unplaced)
         b = level_containing(list(walks.levels), reach.base.center)
-        levels_doc = _levels_doc(walks.levels, b, None, walks.l1_index)
-        l2["miss_penalty_cycles"] = _penalty(
+        levels_doc = tq.levels_doc(walks.levels, b, None, walks.l1_index)
+        l2["miss_penalty_cycles"] = tq.penalty(
             walks.levels,
             b,
             walks.l1_index,
@@ -280,7 +196,7 @@ def _with_hidden_l1(data: pd.DataFrame, reach: Reach | None, h: tlb_shift.Hidden
             "L2-TLB miss over the base (L1-TLB misses)",
             walks.onset_parts,
         )
-    l2 = {"page_bytes": l2["page_bytes"]} | _structure_quantities(st, page, unit_note="") | l2
+    l2 = {"page_bytes": l2["page_bytes"]} | tq.structure_quantities(st, page, unit_note="") | l2
     # the page walks' first level above the base is this GPU's L2 TLB: name its columns so
     rows = [
         {
@@ -289,7 +205,7 @@ def _with_hidden_l1(data: pd.DataFrame, reach: Reach | None, h: tlb_shift.Hidden
             "l2_misses": r.get("l1_misses"),
             "l2_spread": r.get("l1_spread"),
         }
-        for r in _pages_rows(walks)
+        for r in tq.pages_rows(walks)
     ]
     extra = {
         "levels": levels_doc,
@@ -384,12 +300,6 @@ def _window_doc(data: pd.DataFrame, reach: Reach | None) -> dict[str, Any]:
             evidence=win.evidence,
         ),
     }
-
-
-def _pages_rows(walks) -> list[dict[str, Any]]:
-    if walks is None:
-        return []
-    return walks.counts.replace({np.nan: None}).to_dict("records")
 
 
 def _onset_rows(h: tlb_shift.HiddenLevel | None) -> list[dict[str, Any]]:

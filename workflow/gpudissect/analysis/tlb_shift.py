@@ -26,7 +26,7 @@ import numpy as np
 import pandas as pd
 
 from .misses import binom_sf
-from .tlb import ELEMENT_BYTES, robust_sigma
+from .tlb_levels import ELEMENT_BYTES, robust_sigma
 
 
 @dataclass(frozen=True)

@@ -4,6 +4,8 @@ chain gets the profile's timing noise."""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
 
 from ..exceptions import DeviceUnavailable
@@ -14,7 +16,10 @@ from ..experiments.bank_conflicts import (
     SharedFactsQuery,
 )
 from .base import handles
-from .sim import SimBackend, point_seed
+from .seeding import point_seed
+
+if TYPE_CHECKING:
+    from .sim import SimBackend
 
 
 @handles("sim", SharedFactsQuery)

@@ -102,9 +102,9 @@ class ChaseResult:
     sm_clock_mhz: float  # SM clock while it ran (NVML on a GPU; the profile's on the simulator)
 
 
-# (backend kind, work type) -> handler(backend, work, **kwargs). Experiment families register
-# handlers for their own work types with @handles; the family module imports its handler modules,
-# so a family's work can run as soon as the family is loaded.
+# (backend kind, work type) -> handler(backend, work, **kwargs). Handler modules register with
+# @handles; a backend imports its own (`Backend.load_handlers`) the first time it meets a work
+# type it has no handler for, so experiments build work without importing any backend.
 _HANDLERS: dict[tuple[str, type], Callable[..., Any]] = {}
 
 
@@ -127,6 +127,9 @@ class Backend(ABC):
         """Run any registered work type (see `handles`)."""
         fn = _HANDLERS.get((self.kind, type(work)))
         if fn is None:
+            self.load_handlers()
+            fn = _HANDLERS.get((self.kind, type(work)))
+        if fn is None:
             from ..exceptions import DeviceUnavailable
 
             raise DeviceUnavailable(
@@ -134,6 +137,9 @@ class Backend(ABC):
                 f"registered: {sorted(w.__name__ for k, w in _HANDLERS if k == self.kind)}"
             )
         return fn(self, work, **kwargs)
+
+    def load_handlers(self) -> None:  # noqa: B027 - optional hook
+        """Import this backend's handler modules (each registers itself with `handles`)."""
 
     @abstractmethod
     def device_info(self) -> dict[str, Any]:

@@ -176,6 +176,11 @@ class CudaBackend(Backend):
             attributes=info["attributes"],
         )
 
+    def load_handlers(self) -> None:
+        # the handlers of the families' own work types live on the backend side, so that no
+        # experiment imports a backend; they register themselves with `handles` on import
+        from . import banks_cuda, multichase_cuda, requests_cuda, throughput_cuda  # noqa: F401
+
     @property
     def supports_carveout(self) -> bool:
         return self.device.compute_capability() >= (7, 0)

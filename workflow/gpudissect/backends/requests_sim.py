@@ -10,7 +10,7 @@ from ..exceptions import ProfileError
 from ..experiments.l2_flush import CopyResult, CopyWork
 from ..experiments.requests import NoRequestTable, RequestsResult, RequestsWork
 from .base import handles
-from .sim import point_seed
+from .seeding import point_seed
 
 L2_PATH = "cg"  # host-to-device copies and the copy kernel's loads reach the L2 only
 FLUSH_CAPACITIES = 8

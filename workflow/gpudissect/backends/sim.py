@@ -9,11 +9,7 @@ import numpy as np
 
 from .base import Backend, ChaseResult, ChaseWork
 from .facts import DeviceFacts, facts_from_profile
-
-
-def point_seed(seed: int, point: int) -> int:
-    """Noise seed of one sweep point: results do not depend on the order points run in."""
-    return int(np.random.SeedSequence([seed, point]).generate_state(1)[0])
+from .seeding import point_seed
 
 
 class SimBackend(Backend):
@@ -43,6 +39,11 @@ class SimBackend(Backend):
 
     def facts(self) -> DeviceFacts:
         return facts_from_profile(self.profile)
+
+    def load_handlers(self) -> None:
+        # the handlers of the families' own work types live on the backend side, so that no
+        # experiment imports a backend; they register themselves with `handles` on import
+        from . import banks_sim, multichase_sim, requests_sim, throughput_sim  # noqa: F401
 
     @property
     def supports_carveout(self) -> bool:

@@ -9,6 +9,8 @@ elements, eight waves) - in effect ``dram_peak_gbps x dram_achievable_fraction``
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
 
 from ..exceptions import DeviceUnavailable
@@ -20,7 +22,10 @@ from ..experiments.shared_throughput import (
     ThroughputFactsQuery,
 )
 from .base import handles
-from .sim import SimBackend, point_seed
+from .seeding import point_seed
+
+if TYPE_CHECKING:
+    from .sim import SimBackend
 
 WARP_THREADS = 32
 CEILING_THREADS, CEILING_ILP, CEILING_ELEMENT_BYTES, CEILING_WAVES = 256, 8, 16, 8

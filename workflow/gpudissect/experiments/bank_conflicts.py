@@ -116,10 +116,6 @@ def parse_params(section: dict, key: str) -> BankConflictSweep:
     )
 
 
-def _register_handlers() -> None:
-    from ..backends import banks_cuda, banks_sim  # noqa: F401 - registers the handlers
-
-
 def plan(sweep: BankConflictSweep, facts: SharedFacts) -> list[SharedBankWork]:
     """Every launch, in run order; modes the device lacks and arrays that do not fit are left
     out (logged)."""
@@ -149,7 +145,6 @@ def run(
     progress: Callable[[int, int], None] | None = None,
 ) -> pd.DataFrame:
     """Run the sweep on `backend`; one row per timed pass."""
-    _register_handlers()
     facts = backend.run(SharedFactsQuery())
     works = plan(sweep, facts)
     frames = [pd.DataFrame({f.name: pd.Series(dtype=f.type.to_pandas_dtype()) for f in SCHEMA})]

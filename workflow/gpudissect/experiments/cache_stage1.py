@@ -13,13 +13,14 @@ found with the same analysis functions the analysis uses, so every launch is in 
    where it shows no granule (a level the host copy filled: a GPU's L2), TPDS's warm walk,
    `granule`: arrays of C + 4 and C + C/8 bytes at stride 4 after one warm-up pass.
 3. `line` and `line_check`: capacity against stride (`analysis.cache_line`): for P = g, 2g, ...
-   up to `max_line_bytes`, walks of 7/8 C / P elements at stride 2P, then 3P/2, until one fits;
-   a walk of 5/4 C / P elements at the same stride confirms (it must overflow) and calibrates
-   walks with a few misses. Each walk starts one warm-up pass before its timed window; walks
-   longer than `record_steps` are timed in up to `line_windows` windows spread over the pass
-   (a walk that already overflows stops at the first window that shows it). On a cache of
-   b-byte lines in g-byte sectors that is 2 log2(b/g) + 2 walks, one more where the line
-   crowds stride 2b (bit-indexed sets), one more per walk with few but significant misses.
+   up to `max_line_bytes`, walks of 7/8 C / P elements at stride 2P, then 3P/2, until one fits
+   (then, if none did, at 5P/2); a walk of 5/4 C / P elements at the same stride confirms (it
+   must overflow) and calibrates walks with a few misses. Each walk starts one warm-up pass
+   before its timed window; walks longer than `record_steps` are timed in up to `line_windows`
+   windows spread over the pass (a walk that already overflows stops at the first window that
+   shows it). On a cache of b-byte lines in g-byte sectors that is 2 log2(b/g) + 2 walks, one
+   more where the line crowds stride 2b (bit-indexed sets), one more per walk with few but
+   significant misses.
 
 A second level on a path (the constant L1.5 behind the constant L1) is searched at a stride of
 at least the first level's line, so that every access misses the first level.

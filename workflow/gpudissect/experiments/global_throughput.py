@@ -23,7 +23,7 @@ import pyarrow as pa
 from ..backends.base import Backend
 from ..config import DeviceEntry
 from ..exceptions import ConfigError
-from .shared_throughput import KERNEL_ILPS, ThroughputFactsQuery, register_handlers
+from .shared_throughput import KERNEL_ILPS, ThroughputFactsQuery
 
 log = logging.getLogger(__name__)
 
@@ -139,7 +139,6 @@ def run(
     progress: Callable[[int, int], None] | None = None,
 ) -> pd.DataFrame:
     """Run the sweep; one row per timed launch (and per timed ceiling copy)."""
-    register_handlers()
     facts = backend.run(ThroughputFactsQuery())
     frames = [pd.DataFrame({f.name: pd.Series(dtype=f.type.to_pandas_dtype()) for f in SCHEMA})]
     if facts.dram_theoretical_gbps is None:

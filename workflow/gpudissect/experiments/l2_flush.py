@@ -102,7 +102,6 @@ def run(
     inputs: dict | None = None,
     progress: Callable[[int, int], None] | None = None,
 ) -> pd.DataFrame:
-    from ..backends import requests_cuda, requests_sim  # noqa: F401 - register the handlers
 
     size_range, flush_bytes = sweep.size_bytes, sweep.flush_bytes
     if size_range is None or flush_bytes is None:

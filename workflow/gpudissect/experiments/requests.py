@@ -181,7 +181,6 @@ def run(
     progress: Callable[[int, int], None] | None = None,
 ) -> pd.DataFrame:
     """Run the sweep; one row per (launch configuration, run) holding every thread's time."""
-    from ..backends import requests_cuda, requests_sim  # noqa: F401 - register the handlers
 
     points = plan(sweep)
     cols: dict[str, list] = {name: [] for name in SCHEMA.names}

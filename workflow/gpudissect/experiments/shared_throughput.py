@@ -135,10 +135,6 @@ def parse_params(section: dict, key: str) -> SharedThroughputSweep:
     )
 
 
-def register_handlers() -> None:
-    from ..backends import throughput_cuda, throughput_sim  # noqa: F401 - registers handlers
-
-
 def fits(work: SharedCopyWork, facts: ThroughputFacts) -> bool:
     """Whether all ``ctas_per_sm`` CTAs of the launch are resident on one SM together."""
     if facts.shared_bytes_per_sm is None or facts.shared_bytes_per_cta is None:
@@ -175,7 +171,6 @@ def run(
     progress: Callable[[int, int], None] | None = None,
 ) -> pd.DataFrame:
     """Run the sweep; one row per CTA of every timed launch."""
-    register_handlers()
     facts = backend.run(ThroughputFactsQuery())
     works = plan(sweep, facts)
     if not works:

@@ -296,7 +296,7 @@ class _Launcher:
 
 
 def _pages_stage(run: _Launcher, sweep: TlbSweep, reach) -> None:
-    from ..analysis import tlb
+    from ..analysis import tlb, tlb_sets
 
     page = reach.page_bytes
     max_pages = sweep.max_array_bytes // page
@@ -349,8 +349,7 @@ def _pages_stage(run: _Launcher, sweep: TlbSweep, reach) -> None:
         if previous is not None and (k > 0 or previous > 0):
             increments.append(k - previous)
         previous = k
-        # every set has overflowed once two further pages add one miss each
-        if len(increments) >= 3 and increments[-2:] == [1, 1] and max(increments) > 1:
+        if tlb_sets.overflows_end(increments, entries=start):
             break
 
 

@@ -123,10 +123,8 @@ def plot_latency_map(data: pd.DataFrame, *, title: str, max_steps: int = 512):
     return fig, axes
 
 
-def plot_l1_size(data: pd.DataFrame, doc: dict) -> dict:
-    """The l1_size family's figures, by file stem."""
-    from ..analysis.cache_size import summary_table
-
+def plot_l1_size(data: pd.DataFrame, doc: dict, *, table: pd.DataFrame) -> dict:
+    """The l1_size family's figures, by file stem (`table`: the analysis's per-size summary)."""
     element = next(iter(doc["elements"]))
     cps = [
         {
@@ -138,7 +136,7 @@ def plot_l1_size(data: pd.DataFrame, doc: dict) -> dict:
     ]
     device = doc["device"]
     sweep, _ = plot_size_sweep(
-        summary_table(data),
+        table,
         change_points=cps,
         title=f"{device}: mean latency vs array size ({doc['path']} path)",
     )

@@ -22,10 +22,8 @@ def plot_thread_latency(table: pd.DataFrame, sweeps: list[dict], *, pattern: str
     """One panel per N: latency (left axis) and 3-point variance (right axis) against threads;
     the saturation spike (last thread count before the rise) marked with a dashed line.
 
-    `table`: columns pattern, loads_per_thread, threads, latency_cycles, variance;
-    `sweeps`: the result document's sweep entries."""
-    from ..analysis.requests import variance3
-
+    `table`: columns pattern, loads_per_thread, threads, latency_cycles, variance_cycles2 (the
+    analysis's table); `sweeps`: the result document's sweep entries."""
     set_theme()
     df = table[table["pattern"] == pattern]
     ns = sorted(df["loads_per_thread"].unique())
@@ -46,8 +44,7 @@ def plot_thread_latency(table: pd.DataFrame, sweeps: list[dict], *, pattern: str
         ax.plot(s["threads"], s["latency_cycles"], color="C0", lw=1.2, label="latency")
         ax.set_ylabel("latency (cycles)", color="C0")
         ax2 = ax.twinx()
-        ax2.plot(s["threads"], variance3(s["latency_cycles"].to_numpy()), color="C3", lw=0.9,
-                 label="variance")  # fmt: skip
+        ax2.plot(s["threads"], s["variance_cycles2"], color="C3", lw=0.9, label="variance")
         ax2.set_ylabel("variance (cycles²)", color="C3")
         ax2.grid(False)
         info = next(
@@ -65,12 +62,9 @@ def plot_thread_latency(table: pd.DataFrame, sweeps: list[dict], *, pattern: str
     return fig, axes
 
 
-def plot_requests(data: pd.DataFrame, doc: dict) -> dict:
-    """The requests family's figures, by file stem."""
-    from ..analysis.requests import thread_latency_table
-
-    empty = pd.DataFrame(columns=["pattern", "loads_per_thread", "threads", "latency_cycles"])
-    table = thread_latency_table(data) if not data.empty else empty
+def plot_requests(data: pd.DataFrame, doc: dict, *, table: pd.DataFrame) -> dict:
+    """The requests family's figures, by file stem (`table`: the analysis's Thread-Latency
+    table)."""
     out = {}
     for pattern in PATTERNS:
         fig, _ = plot_thread_latency(
@@ -101,12 +95,11 @@ def plot_l2_flush_gap(table: pd.DataFrame, *, size_bytes: int | None, title: str
     return fig, (ax, ax_gap)
 
 
-def plot_l2_flush(data: pd.DataFrame, doc: dict) -> dict:
-    from ..analysis.l2_flush import gap_table
-
+def plot_l2_flush(data: pd.DataFrame, doc: dict, *, table: pd.DataFrame) -> dict:
+    """The l2_flush figure (`table`: the analysis's per-size medians and gap)."""
     size = doc["elements"]["l2"]["size_bytes"].get("value")
     note = f"L2 estimate {size / 1024:g} KiB" if size else "L2 size undetermined"
     fig, _ = plot_l2_flush_gap(
-        gap_table(data), size_bytes=size, title=f"{doc['device']}: L2 flush copy ({note})"
+        table, size_bytes=size, title=f"{doc['device']}: L2 flush copy ({note})"
     )
     return {"l2_flush": fig}

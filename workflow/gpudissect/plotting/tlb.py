@@ -133,12 +133,11 @@ def plot_tlbs(data: pd.DataFrame, doc: dict) -> dict:
     return {"tlbs_set_misses": misses, "tlbs_reach": reach}
 
 
-def plot_patterns(data: pd.DataFrame, doc: dict) -> dict:
-    """The latency_patterns family's figure, by file stem."""
-    from ..analysis.latency_patterns import summary_table
-
+def plot_patterns(data: pd.DataFrame, doc: dict, *, table: pd.DataFrame) -> dict:
+    """The latency_patterns family's figure, by file stem (`table`: the analysis's classified
+    latencies)."""
     fig, _ = plot_latency_patterns(
-        summary_table(data, doc),
+        table,
         doc,
         title=f"{doc['device']}: global-memory latency patterns (TPDS Fig. 14)",
     )

@@ -1,7 +1,7 @@
 """Seconds for the requests and l2_flush sweeps (Lashgar et al.), on the simulator or a GPU.
 
-.venv/bin/python benchmarks/bench_issue6.py                    # sim: the six twins
-.venv/bin/python benchmarks/bench_issue6.py --gpu --cubin-dir results/build/sm_90
+.venv/bin/python benchmarks/bench_request_sweeps.py                    # sim: the six twins
+.venv/bin/python benchmarks/bench_request_sweeps.py --gpu --cubin-dir results/build/sm_90
   (compile first: gpudissect compile, or the compile_kernel rule; H100 L2 sizes up to 96 MiB)
 """
 

@@ -3,12 +3,12 @@ default parameters on one device, and the numbers the H100 targets are about.
 
 On a GPU host (compiles kernels/banks.cu and kernels/copy.cu for the GPU's arch first):
 
-    python benchmarks/bench_issue5.py                 # CUDA device 0
-    python benchmarks/bench_issue5.py --index 1
+    python benchmarks/bench_bank_throughput_sweeps.py                 # CUDA device 0
+    python benchmarks/bench_bank_throughput_sweeps.py --index 1
 
 On the simulator (no GPU):
 
-    python benchmarks/bench_issue5.py --profile config/devices/gtx780.yaml
+    python benchmarks/bench_bank_throughput_sweeps.py --profile config/devices/gtx780.yaml
 
 Prints one line per sweep (seconds, points, rows) and, after the analyses, the selected bank
 model, the shared copy's fraction of the theoretical bytes per cycle (H100 target >= 0.85) and
