@@ -74,7 +74,7 @@ def main() -> None:
                 shutil.copy(src, work / item)
         start = time.perf_counter()
         subprocess.run(
-            [sys.executable, "-m", "snakemake", "--cores", str(args.cores), "--quiet", *args.target]
+            [sys.executable, "-m", "snakemake", *args.target, "--cores", str(args.cores), "--quiet"]
             + ["--configfile", *args.configfile],
             cwd=work,
             check=True,

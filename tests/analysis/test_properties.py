@@ -20,7 +20,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from gpudissect.analysis import bank_model, cache_size, l2_flush
-from gpudissect.analysis.changepoint import find_steps, first_rise
+from gpudissect.analysis.sweep_steps import find_steps, first_rise
 from gpudissect.exceptions import AnalysisError
 from gpudissect.families import family
 

@@ -16,7 +16,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from .changepoint import Changepoints, Step
+from .changepoint import Changepoints
+from .sweep_steps import Step
 
 
 def recursive_steps(
