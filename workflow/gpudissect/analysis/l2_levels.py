@@ -11,7 +11,8 @@ whether they show such a far level. The margins it requires (documented on the c
 tested with seeded synthetic sweeps) are what keeps it from calling a mixture a level:
 
 - a plateau between the first and the last is a far level only if nearly every access in it is
-  slower than a near hit (its `far_quantile` above the first plateau's `near_quantile`). A
+  slower than a near hit (its `far_quantile` above the `near_quantile` of the first plateau's
+  footprints before its last, which may already spill part of its accesses past the step). A
   footprint just past a cache that replaces at random, or past a set-hashed one, still hits on
   part of its accesses: its plateau holds near hits and is a transition, not a level;
 - the far level and the last plateau must be separated: each one's median outside the other's
@@ -53,6 +54,7 @@ class Plateau:
     sizes: np.ndarray  # footprints (bytes) of the plateau
     medians: np.ndarray  # per-footprint median latency
     samples: np.ndarray  # pooled per-access latencies
+    counts: np.ndarray  # accesses of each footprint, in order (they make up `samples`)
 
     @property
     def level_cycles(self) -> float:
@@ -71,6 +73,21 @@ class Plateau:
     def last_bytes(self) -> int:
         return int(self.sizes[-1])
 
+    def interior(self) -> Plateau:
+        """The plateau without its last footprint, where it has more than one: the footprint
+        just before a step may already spill part of its accesses to the next level (an H200's
+        near plateau ended at 30 MiB with 31 % of its accesses far)."""
+        if len(self.sizes) < 2:
+            return self
+        return Plateau(
+            start=self.start,
+            stop=self.stop - 1,
+            sizes=self.sizes[:-1],
+            medians=self.medians[:-1],
+            samples=self.samples[: self.samples.size - int(self.counts[-1])],
+            counts=self.counts[:-1],
+        )
+
     def joined(self, other: Plateau) -> Plateau:
         return Plateau(
             start=self.start,
@@ -78,6 +95,7 @@ class Plateau:
             sizes=np.concatenate([self.sizes, other.sizes]),
             medians=np.concatenate([self.medians, other.medians]),
             samples=np.concatenate([self.samples, other.samples]),
+            counts=np.concatenate([self.counts, other.counts]),
         )
 
     def describe(self) -> str:
@@ -116,6 +134,7 @@ def plateaus(
                 sizes=np.asarray(sizes[lo:hi]),
                 medians=np.array([np.median(g) for g in groups[lo:hi]], dtype=float),
                 samples=np.concatenate([np.asarray(g, dtype=float) for g in groups[lo:hi]]),
+                counts=np.array([len(g) for g in groups[lo:hi]], dtype=int),
             )
         )
     return out
@@ -180,7 +199,7 @@ class PartitionLevels:
                 f"(a median of {highest_before:.0f} cycles)"
             )
             return self
-        near_top = first.q(self.near_quantile)
+        near_top = first.interior().q(self.near_quantile)
         if last.q(self.far_quantile) <= near_top:
             self.reason = (
                 f"the last plateau still holds near hits (p{self.far_quantile * 100:.0f} "
