@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from gpudissect.analysis.tlb import page_verdict
 from gpudissect.backends.facts import DeviceFacts
 from gpudissect.backends.sim import SimBackend
 from gpudissect.config import load, load_schema, parse
@@ -16,9 +17,14 @@ from gpudissect.experiments.auto_ranges import (
     l2_flush_range,
     l2_grid,
     size_plan,
+    tlb_dense_pages,
+    tlb_max_elements,
+    tlb_record_steps,
+    tlb_stride_bounds,
     walk_memory_bytes,
 )
 from gpudissect.families import family
+from gpudissect.traces import read_trace
 
 REPO = Path(__file__).resolve().parents[1]
 TWINS = load(REPO / "config" / "config.yaml", base_dir=REPO)
@@ -219,15 +225,47 @@ def test_walks_span_nine_tenths_of_the_memory_or_ask_for_a_size():
         walk_memory_bytes(unknown, align_bytes=1 << 21, key="tlbs.max_array_bytes")
 
 
-def test_tlb_walks_over_nine_tenths_of_the_memory_find_the_explicit_tlbs():
-    # GTX780: 3072 MB (TPDS Table III), so the walks span 2.7 GiB instead of the twin's 1 GiB
-    name = "gtx780"
+TLB_KEYS = ("page_bytes", "entries", "sets", "ways_per_set", "policy")
+
+
+@pytest.mark.parametrize("name", ["gtx780", "gtx560ti"])
+def test_tlb_auto_finds_the_explicit_tlbs(name):
+    # every range `auto`: walks over 90% of the memory (GTX780: 3072 MB, TPDS Table III),
+    # strides from 2 MiB down to below the 2 MB page, records and walks from the 48 KiB of
+    # shared memory; the explicit values are TPDS's strides and the twins' 1 GiB
     a, _ = _analyse(name, "tlbs", TWINS.device(name).experiments["tlbs"])
     b, data = _analyse(name, "tlbs", {"max_array_bytes": "auto"})
-    assert data["array_bytes"].max() > 1 << 30
+    if name == "gtx780":
+        assert data["array_bytes"].max() > 1 << 30
+    reach = data[data["stage"] == "reach"]
+    assert sorted(reach["stride_bytes"].unique()) == [512 << 10, 2 << 20]
     for element in ("l1_tlb", "l2_tlb"):
-        for key in ("entries", "page_bytes", "sets", "ways_per_set", "policy"):
+        for key in TLB_KEYS:
             assert _value(b["elements"], element, key) == _value(a["elements"], element, key)
+        pen = _value(b["elements"], element, "miss_penalty_cycles")
+        assert pen == pytest.approx(_value(a["elements"], element, "miss_penalty_cycles"), abs=1)
     assert _value(b["elements"], "l2_tlb", "entries") == 65
+    assert _value(b["elements"], "l2_tlb", "ways_per_set") == [17, 8, 8, 8, 8, 8, 8]
     window = ("page_table", "page_table_window_bytes")
-    assert _value(b, *window) == _value(a, *window) == 512 << 20
+    assert _value(b, *window) == _value(a, *window)
+    # TPDS Sec. 5.2(1): a 512 MB window on Kepler, none on Fermi
+    assert _value(b, *window) == (512 << 20 if name == "gtx780" else None)
+
+
+def test_h100_tlb_rules_and_the_reference_strides():
+    # the 227 KiB a block may opt into hold 29056 records: 28672 in whole KiB of buffer
+    assert tlb_record_steps(H100) == 28672
+    assert tlb_max_elements(28672) == 9557
+    first, smallest, largest = tlb_stride_bounds(2293 * (32 << 20), 24)
+    assert (first, smallest) == (2 << 20, 4096) and largest >= 32 << 20
+    # the reference's L2 TLB overflowed at 1932 pages: 242 + 4 one-page walks (it ran 300)
+    assert tlb_dense_pages(1932) == 246
+    # the stride search on the committed H100 reach walks: at 2 MiB no walk misses, at 8 MiB
+    # the misses lie 32 MiB apart, 32 MiB is the first stride at the page: the three strides
+    # config/gpu.yaml used to set by hand, so the search costs no launch more
+    ref = REPO / "results" / "reference" / "h100" / "traces" / "gpu0" / "tlbs.parquet"
+    reach = read_trace(ref).data.query("stage == 'reach'")
+    mib = 1 << 20
+    by_strides = {s: reach[reach["stride_bytes"].isin(s)] for s in ((2 * mib,), (2 * mib, 8 * mib))}
+    assert page_verdict(by_strides[(2 * mib,)]) == ("none", None)
+    assert page_verdict(by_strides[(2 * mib, 8 * mib)]) == ("page", 32 * mib)

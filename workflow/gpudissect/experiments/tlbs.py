@@ -35,8 +35,10 @@ import pandas as pd
 import pyarrow as pa
 
 from ..backends.base import Backend, ChaseWork
+from ..backends.facts import DeviceFacts
 from ..config import AUTO, DeviceEntry
 from ..exceptions import ConfigError
+from . import auto_ranges
 from .auto_ranges import walk_memory_bytes
 from .cold_chase import ColdChaseWork
 
@@ -71,35 +73,40 @@ class TlbSweep:
     enabled: bool
     path: str
     element_bytes: int
-    strides_bytes: tuple[int, ...]
+    strides_bytes: tuple[int, ...] | None  # None (here and below): `auto` (module docstring)
     dense_elements: int
-    max_elements: int
-    max_array_bytes: int | None  # None: `auto` (`auto_ranges.walk_memory_bytes`)
+    max_elements: int | None
+    max_array_bytes: int | None  # `auto_ranges.walk_memory_bytes`
     record_steps: int
-    max_record_steps: int
-    max_dense_pages: int
+    max_record_steps: int | None
+    max_dense_pages: int | None
     pages_traversals: int
-    window_probe_bytes: int
-    window_stride_bytes: int
+    window_probe_bytes: int | None
+    window_stride_bytes: int | None
     window_repetitions: int
     flush_bytes: int
 
 
+def _given(value):
+    return None if value == AUTO else value
+
+
 def parse_params(section: dict, key: str) -> TlbSweep:
+    strides = _given(section["strides_bytes"])
     sweep = TlbSweep(
         enabled=section["enabled"],
         path=section["path"],
         element_bytes=section["element_bytes"],
-        strides_bytes=tuple(sorted(section["strides_bytes"])),
+        strides_bytes=None if strides is None else tuple(sorted(strides)),
         dense_elements=section["dense_elements"],
-        max_elements=section["max_elements"],
-        max_array_bytes=None if section["max_array_bytes"] == AUTO else section["max_array_bytes"],
+        max_elements=_given(section["max_elements"]),
+        max_array_bytes=_given(section["max_array_bytes"]),
         record_steps=section["record_steps"],
-        max_record_steps=section["max_record_steps"],
-        max_dense_pages=section["max_dense_pages"],
+        max_record_steps=_given(section["max_record_steps"]),
+        max_dense_pages=_given(section["max_dense_pages"]),
         pages_traversals=section["pages_traversals"],
-        window_probe_bytes=section["window_probe_bytes"],
-        window_stride_bytes=section["window_stride_bytes"],
+        window_probe_bytes=_given(section["window_probe_bytes"]),
+        window_stride_bytes=_given(section["window_stride_bytes"]),
         window_repetitions=section["window_repetitions"],
         flush_bytes=section["flush_bytes"],
     )
@@ -109,23 +116,42 @@ def parse_params(section: dict, key: str) -> TlbSweep:
 
 def check_sweep(sweep: TlbSweep, key: str) -> None:
     """Checks the schema cannot express (again once `auto` is resolved)."""
-    if sweep.max_record_steps < sweep.record_steps:
+    if sweep.max_record_steps is not None and sweep.max_record_steps < sweep.record_steps:
         raise ConfigError(
             f"{key}.max_record_steps: {sweep.max_record_steps} is below {key}.record_steps "
             f"({sweep.record_steps}); allowed: >= record_steps"
         )
-    largest = max(sweep.max_array_bytes or 0, sweep.window_probe_bytes)
+    largest = max(sweep.max_array_bytes or 0, sweep.window_probe_bytes or 0)
     if sweep.element_bytes == 4 and largest // 4 >= 2**32:
         raise ConfigError(
             f"{key}.max_array_bytes / window_probe_bytes: {largest} bytes need more than 2^32 "
             f"elements of 4 bytes (32-bit indices); allowed: below {2**34} bytes (set "
             f"{key}.element_bytes: 8 for 64-bit indices)"
         )
-    small = min(sweep.strides_bytes + (sweep.window_stride_bytes,))
-    if small % sweep.element_bytes:
+    strides = (*(sweep.strides_bytes or ()), sweep.window_stride_bytes or sweep.element_bytes)
+    if min(strides) % sweep.element_bytes:
         raise ConfigError(
-            f"{key}: stride {small} is not a multiple of element_bytes ({sweep.element_bytes})"
+            f"{key}: stride {min(strides)} is not a multiple of element_bytes "
+            f"({sweep.element_bytes})"
         )
+
+
+def resolve(sweep: TlbSweep, facts: DeviceFacts, key: str = "tlbs") -> TlbSweep:
+    """The sweep with every `auto` but the strides (chosen as the reach stage runs) and the
+    page-dependent ones (window stride, dense pages) resolved from the driver's facts."""
+    if sweep.max_array_bytes is None:
+        align = max(sweep.strides_bytes or (auto_ranges.ALLOCATION_GRANULE_BYTES,))
+        n = walk_memory_bytes(facts, align_bytes=align, key=f"{key}.max_array_bytes")
+        sweep = replace(sweep, max_array_bytes=n)
+    if sweep.max_record_steps is None:
+        steps = max(auto_ranges.tlb_record_steps(facts), sweep.record_steps)
+        sweep = replace(sweep, max_record_steps=steps)
+    if sweep.max_elements is None:
+        sweep = replace(sweep, max_elements=auto_ranges.tlb_max_elements(sweep.max_record_steps))
+    if sweep.window_probe_bytes is None:  # every window up to a third of the walks' span shows
+        sweep = replace(sweep, window_probe_bytes=sweep.max_array_bytes)
+    check_sweep(sweep, key)
+    return sweep
 
 
 # --- work ------------------------------------------------------------------------------------
@@ -287,7 +313,8 @@ def _pages_stage(run: _Launcher, sweep: TlbSweep, reach) -> None:
     levels = list(walks.levels)
     done = set(counts.index)
     previous, increments = None, []
-    for m in range(start, min(max_pages, first + sweep.max_dense_pages) + 1):
+    dense = sweep.max_dense_pages or auto_ranges.tlb_dense_pages(first)
+    for m in range(start, min(max_pages, first + dense) + 1):
         frame = run.last[("pages", m)] if m in done else run.walk("pages", page, m)
         lat = frame.sort_values("step")["latency_cycles"].to_numpy(np.float64)
         slow = tlb.at_or_above(lat, levels, top)
@@ -318,6 +345,39 @@ def _bisect_onset(run: _Launcher, sweep: TlbSweep, reach, page: int, fit: int, f
     return fit, first
 
 
+def _reach_walks(run: _Launcher, sweep: TlbSweep, stride: int) -> None:
+    for m in element_grid(sweep, stride):
+        run.walk("reach", stride, m)
+
+
+def _reach_search(run: _Launcher, sweep: TlbSweep) -> None:
+    """`strides_bytes: auto`: the reach walks from the allocation granule, a factor of 4 at a
+    time: smaller while the misses lie one stride apart at the smallest stride (the page is not
+    above it), larger while no walk misses; once the page shows, up to the first stride at or
+    above it (which counts the L1 TLB's entries). The analysis decides through
+    `analysis.tlb.page_verdict` alone."""
+    from ..analysis import tlb
+
+    first, smallest, largest = auto_ranges.tlb_stride_bounds(
+        sweep.max_array_bytes, sweep.dense_elements
+    )
+    swept = [first]
+    _reach_walks(run, sweep, first)
+    while True:
+        verdict, page = tlb.page_verdict(run.data("reach"))
+        if verdict == "smaller" and min(swept) // 4 >= smallest:
+            stride = min(swept) // 4
+        elif verdict == "none" and max(swept) * 4 <= largest:
+            stride = max(swept) * 4
+        elif verdict == "page" and max(swept) < page and max(swept) * 4 <= largest:
+            stride = max(swept) * 4
+        else:
+            log.info("tlbs: reach strides %s (%s)", sorted(swept), verdict)
+            return
+        swept.append(stride)
+        _reach_walks(run, sweep, stride)
+
+
 def run(
     backend: Backend,
     sweep: TlbSweep,
@@ -329,18 +389,16 @@ def run(
     """Run the three stages on `backend`; one row per recorded access."""
     from ..analysis import tlb
 
-    if sweep.max_array_bytes is None:
-        key = "tlbs.max_array_bytes"
-        n = walk_memory_bytes(backend.facts(), align_bytes=max(sweep.strides_bytes), key=key)
-        sweep = replace(sweep, max_array_bytes=n)
-        check_sweep(sweep, "tlbs")
+    sweep = resolve(sweep, backend.facts())
     launcher = _Launcher(backend, sweep, progress)
     # one allocation for the reach and pages stages: the paired-address reading compares each
     # address's latency across walks, which needs the same physical pages in every walk
     backend.reserve(sweep.max_array_bytes)
-    for stride in sweep.strides_bytes:
-        for m in element_grid(sweep, stride):
-            launcher.walk("reach", stride, m)
+    if sweep.strides_bytes is None:
+        _reach_search(launcher, sweep)
+    else:
+        for stride in sweep.strides_bytes:
+            _reach_walks(launcher, sweep, stride)
     reach = tlb.fit_reach(launcher.data("reach"))
     if reach is None or reach.page_bytes is None:
         log.info(
@@ -352,8 +410,9 @@ def run(
         "tlbs: page %d bytes, L1-TLB reach ~%s pages", reach.page_bytes, reach.l1_entries_estimate
     )
     _pages_stage(launcher, sweep, reach)
-    stride = max(reach.page_bytes, sweep.window_stride_bytes)
-    pages = min(sweep.window_probe_bytes // stride, sweep.max_record_steps * 4)
+    stride = max(reach.page_bytes, sweep.window_stride_bytes or reach.page_bytes)
+    # one record per touch, all in the shared buffer
+    pages = min(sweep.window_probe_bytes // stride, sweep.max_record_steps)
     for rep in range(sweep.window_repetitions):
         launcher.walk("window", stride, pages, warmup=False, record=pages, repetition=rep)
     return launcher.data()
