@@ -7,11 +7,13 @@ from pathlib import Path
 import pytest
 import yaml
 
+from gpudissect.analysis import tlb
 from gpudissect.analysis.tlb import page_verdict
 from gpudissect.backends.facts import DeviceFacts
 from gpudissect.backends.sim import SimBackend
 from gpudissect.config import load, load_schema, parse
 from gpudissect.exceptions import ConfigError
+from gpudissect.experiments import tlbs
 from gpudissect.experiments.auto_ranges import (
     classic_sizes,
     l2_flush_range,
@@ -269,3 +271,38 @@ def test_h100_tlb_rules_and_the_reference_strides():
     by_strides = {s: reach[reach["stride_bytes"].isin(s)] for s in ((2 * mib,), (2 * mib, 8 * mib))}
     assert page_verdict(by_strides[(2 * mib,)]) == ("none", None)
     assert page_verdict(by_strides[(2 * mib, 8 * mib)]) == ("page", 32 * mib)
+
+
+def test_h100_like_reach_walks_pick_the_gpu_strides_and_find_the_l1_tlb():
+    # tests/data/h100_like.yaml: L1 TLB 16 x 16 MiB, L2 TLB 2048 x 32 MiB, 80 GB of memory;
+    # every range `auto` as config/gpu.yaml leaves them (8-byte elements, 90% of the memory)
+    sweep = tlbs.parse_params(
+        {**_tlbs_defaults(), "element_bytes": 8, "max_array_bytes": "auto"}, "tlbs"
+    )
+    backend = SimBackend(profile_path=REPO / "tests/data/h100_like.yaml", seed=3)
+    sweep = tlbs.resolve(sweep, backend.facts())
+    assert (sweep.max_record_steps, sweep.max_elements) == (28672, 9557)
+    # 90% of the memory in whole 2 MiB granules: 2293 units of 32 MiB
+    assert sweep.max_array_bytes == int(0.9 * 85520809984) // (2 << 20) * (2 << 20)
+    assert sweep.max_array_bytes // (32 << 20) == 2293
+    assert sweep.window_probe_bytes == sweep.max_array_bytes
+    launcher = tlbs._Launcher(backend, sweep, None)
+    tlbs._reach_search(launcher, sweep)
+    data = launcher.data("reach")
+    mib = 1 << 20
+    # 2 MiB: misses 16 MiB apart past 128 elements; up to the first stride at the page
+    assert sorted(data["stride_bytes"].unique()) == [2 * mib, 8 * mib, 32 * mib]
+    reach = tlb.fit_reach(data)
+    assert reach.page_bytes == 16 * mib
+    assert reach.l1_entries_estimate == (16, 17)
+    # the L2 TLB's reach shows at 32 MiB: the walks of up to 2048 units hit it
+    at_32 = [r for r in reach.strides if r.stride_bytes == 32 * mib][0]
+    assert at_32.spacing_bytes == 32 * mib
+    longest = data[data["stride_bytes"] == 32 * mib].groupby("elements")["latency_cycles"]
+    medians = longest.median()
+    assert medians[medians.index <= 2048].max() < medians[medians.index > 2048].min() - 50
+
+
+def _tlbs_defaults() -> dict:
+    props = load_schema()["$defs"]["experiments"]["properties"]["tlbs"]["properties"]
+    return {k: v["default"] for k, v in props.items()}
