@@ -43,7 +43,7 @@ from ..backends.base import Backend, ChaseWork
 from ..config import AUTO, DeviceEntry
 from ..exceptions import ConfigError
 from .auto_ranges import walk_memory_bytes
-from .cold_chase import ColdChaseWork
+from .sparse_chase import ColdChaseWork
 
 log = logging.getLogger(__name__)
 

@@ -6,7 +6,11 @@ warm-up pass every element is an L2 hit, so latency steps are translation effect
 Three stages, each one launch per point, every access recorded with its address:
 
 1. `reach`: at each stride of `strides_bytes`, cyclic walks of m = 2, 3, ... elements
-   (one warm-up pass, then timed passes). Gives the page size and the L1-TLB reach.
+   (one warm-up pass, then timed passes). Gives the page size and the L1-TLB reach. With
+   `strides_bytes: auto` the strides are searched from the 2 MiB allocation granule, a factor
+   of 4 at a time, until the page shows and one stride is at or above it (`_reach_search`);
+   the other `auto` values come from the driver's facts and the page found (`resolve`,
+   `auto_ranges`).
 2. `pages`: at stride = the page found in stage 1 (the analysis code reads stage 1's rows),
    walks of m pages: a few short ones (the base level), m around the L1-TLB entries, a coarse
    geometric grid up to `max_array_bytes` to find where the L2 TLB overflows, then one page at a
@@ -34,13 +38,13 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 
-from ..backends.base import Backend, ChaseWork
+from ..backends.base import Backend
 from ..backends.facts import DeviceFacts
 from ..config import AUTO, DeviceEntry
 from ..exceptions import ConfigError
 from . import auto_ranges
 from .auto_ranges import walk_memory_bytes
-from .cold_chase import ColdChaseWork
+from .sparse_chase import ColdChaseWork, sequence_work
 
 log = logging.getLogger(__name__)
 
@@ -155,36 +159,6 @@ def resolve(sweep: TlbSweep, facts: DeviceFacts, key: str = "tlbs") -> TlbSweep:
 
 
 # --- work ------------------------------------------------------------------------------------
-def sequence_work(
-    path: str,
-    sequence: np.ndarray,
-    *,
-    warmup_steps: int,
-    record_steps: int,
-    element_bytes: int = 4,
-) -> ChaseWork:
-    """A sparse chase visiting the element positions `sequence` (in elements of
-    `element_bytes`) in order, then `sequence[0]` again (a cycle): visit t loads
-    `sequence[t % len(sequence)]`."""
-    seq = np.asarray(sequence, dtype=np.int64)
-    if len(np.unique(seq)) != len(seq):
-        raise ValueError("a chase sequence visits each element once per cycle")
-    nxt = np.roll(seq, -1).astype(np.uint32 if element_bytes == 4 else np.uint64)
-    buffer = max(1024, -(-8 * record_steps // 1024) * 1024)
-    return ChaseWork(
-        path=path,
-        chain=None,
-        start_index=int(seq[0]),
-        warmup_steps=warmup_steps,
-        record_steps=record_steps,
-        shared_buffer_bytes=buffer,
-        element_bytes=element_bytes,
-        array_elements=int(seq.max()) + 1,
-        sparse_positions=seq,
-        sparse_next=nxt,
-    )
-
-
 def element_grid(sweep: TlbSweep, stride_bytes: int) -> list[int]:
     """Walk lengths of the reach stage: every m up to `dense_elements`, then steps of 2^(1/4)."""
     cap = min(sweep.max_elements, sweep.max_array_bytes // stride_bytes)
