@@ -16,6 +16,7 @@ from gpudissect.exceptions import ConfigError
 from gpudissect.experiments import tlbs
 from gpudissect.experiments.auto_ranges import (
     classic_sizes,
+    copy_bytes,
     l2_flush_range,
     l2_grid,
     size_plan,
@@ -306,3 +307,17 @@ def test_h100_like_reach_walks_pick_the_gpu_strides_and_find_the_l1_tlb():
 def _tlbs_defaults() -> dict:
     props = load_schema()["$defs"]["experiments"]["properties"]["tlbs"]["properties"]
     return {k: v["default"] for k, v in props.items()}
+
+
+def test_copy_streams_four_l2_sizes_or_256_mib():
+    mib = 1 << 20
+    assert copy_bytes(50 * mib) == 256 * mib  # the H100: 200 MiB would be less
+    assert copy_bytes(126_000_000) == 481 * mib  # 504 MB in whole MiB, rounded up
+    assert copy_bytes(None) == 256 * mib
+    # on a twin the automatic copy moves 256 MiB each way per launch (loaded + stored)
+    _, data = _analyse(
+        "gtx780", "global_throughput",
+        {"ctas_per_sm": [1], "threads_per_cta": [256], "ilp": [1], "element_bytes": [4],
+         "repetitions": 1},
+    )  # fmt: skip
+    assert set(data["bytes_moved"]) == {2 * 256 * mib}

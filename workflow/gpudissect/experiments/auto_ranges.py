@@ -163,3 +163,14 @@ def tlb_dense_pages(first_miss_pages: int) -> int:
     TLB level until every set of 8 or more ways has overflowed (each further page overflows one
     more set: TPDS Fig. 10), plus 4 to see the steps of one miss a page that end it."""
     return max(8, -(-first_miss_pages // SET_WAYS_FOLLOWED) + 4)
+
+
+STREAM_MIN_BYTES = 256 << 20  # a copy of at least 256 MiB: launch overheads stay below 1%
+
+
+def copy_bytes(l2_bytes: int | None) -> int:
+    """`global_throughput.copy_bytes: auto`: four L2 sizes in whole MiB (the copy streams from
+    DRAM, as `l2_flush`'s flush), at least 256 MiB."""
+    mib = 1 << 20
+    four = -(-4 * (l2_bytes or 0) // mib) * mib
+    return max(STREAM_MIN_BYTES, four)

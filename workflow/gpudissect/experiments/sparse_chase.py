@@ -2,9 +2,9 @@
 that is mostly never touched, and cold chases, which start with cold TLBs and caches so that
 first touches are timed (the `tlbs` window stage, `latency_patterns`).
 
-On a GPU a cold chase's sparse array goes into freshly allocated memory whose values are written from the
-host (through the copy engine, so no SM translates its pages), then a memset over `flush_bytes`
-evicts the L2. The simulator starts every launch cold.
+On a GPU a cold chase's sparse array goes into freshly allocated memory whose values are written
+from the host (through the copy engine, so no SM translates its pages), then a memset over
+`flush_bytes` evicts the L2. The simulator starts every launch cold.
 """
 
 from __future__ import annotations
