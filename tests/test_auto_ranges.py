@@ -17,6 +17,7 @@ from gpudissect.experiments import tlbs
 from gpudissect.experiments.auto_ranges import (
     classic_sizes,
     copy_bytes,
+    index_bytes,
     l2_flush_range,
     l2_grid,
     size_plan,
@@ -321,3 +322,17 @@ def test_copy_streams_four_l2_sizes_or_256_mib():
          "repetitions": 1},
     )  # fmt: skip
     assert set(data["bytes_moved"]) == {2 * 256 * mib}
+
+
+def test_indices_widen_to_eight_bytes_past_16_gib():
+    assert index_bytes((16 << 30) - 4) == 4
+    assert index_bytes(16 << 30) == 8
+    # config/gpu.yaml's tlbs and latency_patterns on the H100-like twin (80 GB): 8-byte elements
+    gpu = yaml.safe_load((REPO / "config" / "gpu.yaml").read_text())["experiments"]
+    backend = SimBackend(profile_path=REPO / "tests/data/h100_like.yaml", seed=3)
+    sweep = tlbs.resolve(tlbs.parse_params(_tlbs_defaults() | gpu["tlbs"], "tlbs"), backend.facts())
+    assert sweep.element_bytes == 8
+    # on the GTX780 twin (3 GB) the same settings keep 4-byte elements
+    twin = SimBackend(profile_path=TWINS.device("gtx780").profile, seed=3)
+    sweep = tlbs.resolve(tlbs.parse_params(_tlbs_defaults() | gpu["tlbs"], "tlbs"), twin.facts())
+    assert sweep.element_bytes == 4

@@ -174,3 +174,9 @@ def copy_bytes(l2_bytes: int | None) -> int:
     mib = 1 << 20
     four = -(-4 * (l2_bytes or 0) // mib) * mib
     return max(STREAM_MIN_BYTES, four)
+
+
+def index_bytes(largest_bytes: int) -> int:
+    """`element_bytes: auto` of the sparse chases: 4-byte (32-bit) indices while they reach
+    every element of the largest array, 8 from 16 GiB on."""
+    return 4 if largest_bytes // 4 < 2**32 else 8

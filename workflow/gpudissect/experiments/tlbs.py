@@ -76,7 +76,7 @@ SCHEMA = pa.schema(
 class TlbSweep:
     enabled: bool
     path: str
-    element_bytes: int
+    element_bytes: int | None
     strides_bytes: tuple[int, ...] | None  # None (here and below): `auto` (module docstring)
     dense_elements: int
     max_elements: int | None
@@ -100,7 +100,7 @@ def parse_params(section: dict, key: str) -> TlbSweep:
     sweep = TlbSweep(
         enabled=section["enabled"],
         path=section["path"],
-        element_bytes=section["element_bytes"],
+        element_bytes=_given(section["element_bytes"]),
         strides_bytes=None if strides is None else tuple(sorted(strides)),
         dense_elements=section["dense_elements"],
         max_elements=_given(section["max_elements"]),
@@ -132,11 +132,11 @@ def check_sweep(sweep: TlbSweep, key: str) -> None:
             f"elements of 4 bytes (32-bit indices); allowed: below {2**34} bytes (set "
             f"{key}.element_bytes: 8 for 64-bit indices)"
         )
-    strides = (*(sweep.strides_bytes or ()), sweep.window_stride_bytes or sweep.element_bytes)
-    if min(strides) % sweep.element_bytes:
+    element = sweep.element_bytes or 8  # `auto` may become 8
+    strides = (*(sweep.strides_bytes or ()), sweep.window_stride_bytes or element)
+    if min(strides) % element:
         raise ConfigError(
-            f"{key}: stride {min(strides)} is not a multiple of element_bytes "
-            f"({sweep.element_bytes})"
+            f"{key}: stride {min(strides)} is not a multiple of element_bytes ({element})"
         )
 
 
@@ -154,6 +154,9 @@ def resolve(sweep: TlbSweep, facts: DeviceFacts, key: str = "tlbs") -> TlbSweep:
         sweep = replace(sweep, max_elements=auto_ranges.tlb_max_elements(sweep.max_record_steps))
     if sweep.window_probe_bytes is None:  # every window up to a third of the walks' span shows
         sweep = replace(sweep, window_probe_bytes=sweep.max_array_bytes)
+    if sweep.element_bytes is None:
+        largest = max(sweep.max_array_bytes, sweep.window_probe_bytes)
+        sweep = replace(sweep, element_bytes=auto_ranges.index_bytes(largest))
     check_sweep(sweep, key)
     return sweep
 
