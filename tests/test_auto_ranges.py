@@ -7,18 +7,28 @@ from pathlib import Path
 import pytest
 import yaml
 
+from gpudissect.analysis import tlb
+from gpudissect.analysis.tlb import page_verdict
 from gpudissect.backends.facts import DeviceFacts
 from gpudissect.backends.sim import SimBackend
 from gpudissect.config import load, load_schema, parse
 from gpudissect.exceptions import ConfigError
+from gpudissect.experiments import tlbs
 from gpudissect.experiments.auto_ranges import (
     classic_sizes,
+    copy_bytes,
+    index_bytes,
     l2_flush_range,
     l2_grid,
     size_plan,
+    tlb_dense_pages,
+    tlb_max_elements,
+    tlb_record_steps,
+    tlb_stride_bounds,
     walk_memory_bytes,
 )
 from gpudissect.families import family
+from gpudissect.traces import read_trace
 
 REPO = Path(__file__).resolve().parents[1]
 TWINS = load(REPO / "config" / "config.yaml", base_dir=REPO)
@@ -219,15 +229,110 @@ def test_walks_span_nine_tenths_of_the_memory_or_ask_for_a_size():
         walk_memory_bytes(unknown, align_bytes=1 << 21, key="tlbs.max_array_bytes")
 
 
-def test_tlb_walks_over_nine_tenths_of_the_memory_find_the_explicit_tlbs():
-    # GTX780: 3072 MB (TPDS Table III), so the walks span 2.7 GiB instead of the twin's 1 GiB
-    name = "gtx780"
+TLB_KEYS = ("page_bytes", "entries", "sets", "ways_per_set", "policy")
+
+
+@pytest.mark.parametrize("name", ["gtx780", "gtx560ti"])
+def test_tlb_auto_finds_the_explicit_tlbs(name):
+    # every range `auto`: walks over 90% of the memory (GTX780: 3072 MB, TPDS Table III),
+    # strides from 2 MiB down to below the 2 MB page, records and walks from the 48 KiB of
+    # shared memory; the explicit values are TPDS's strides and the twins' 1 GiB
     a, _ = _analyse(name, "tlbs", TWINS.device(name).experiments["tlbs"])
     b, data = _analyse(name, "tlbs", {"max_array_bytes": "auto"})
-    assert data["array_bytes"].max() > 1 << 30
+    if name == "gtx780":
+        assert data["array_bytes"].max() > 1 << 30
+    reach = data[data["stage"] == "reach"]
+    assert sorted(reach["stride_bytes"].unique()) == [512 << 10, 2 << 20]
     for element in ("l1_tlb", "l2_tlb"):
-        for key in ("entries", "page_bytes", "sets", "ways_per_set", "policy"):
+        for key in TLB_KEYS:
             assert _value(b["elements"], element, key) == _value(a["elements"], element, key)
+        pen = _value(b["elements"], element, "miss_penalty_cycles")
+        assert pen == pytest.approx(_value(a["elements"], element, "miss_penalty_cycles"), abs=1)
     assert _value(b["elements"], "l2_tlb", "entries") == 65
+    assert _value(b["elements"], "l2_tlb", "ways_per_set") == [17, 8, 8, 8, 8, 8, 8]
     window = ("page_table", "page_table_window_bytes")
-    assert _value(b, *window) == _value(a, *window) == 512 << 20
+    assert _value(b, *window) == _value(a, *window)
+    # TPDS Sec. 5.2(1): a 512 MB window on Kepler, none on Fermi
+    assert _value(b, *window) == (512 << 20 if name == "gtx780" else None)
+
+
+def test_h100_tlb_rules_and_the_reference_strides():
+    # the 227 KiB a block may opt into hold 29056 records: 28672 in whole KiB of buffer
+    assert tlb_record_steps(H100) == 28672
+    assert tlb_max_elements(28672) == 9557
+    first, smallest, largest = tlb_stride_bounds(2293 * (32 << 20), 24)
+    assert (first, smallest) == (2 << 20, 4096) and largest >= 32 << 20
+    # the reference's L2 TLB overflowed at 1932 pages: 242 + 4 one-page walks (it ran 300)
+    assert tlb_dense_pages(1932) == 246
+    # the stride search on the committed H100 reach walks: at 2 MiB no walk misses, at 8 MiB
+    # the misses lie 32 MiB apart, 32 MiB is the first stride at the page: the three strides
+    # config/gpu.yaml used to set by hand, so the search costs no launch more
+    ref = REPO / "results" / "reference" / "h100" / "traces" / "gpu0" / "tlbs.parquet"
+    reach = read_trace(ref).data.query("stage == 'reach'")
+    mib = 1 << 20
+    by_strides = {s: reach[reach["stride_bytes"].isin(s)] for s in ((2 * mib,), (2 * mib, 8 * mib))}
+    assert page_verdict(by_strides[(2 * mib,)]) == ("none", None)
+    assert page_verdict(by_strides[(2 * mib, 8 * mib)]) == ("page", 32 * mib)
+
+
+def test_h100_like_reach_walks_pick_the_gpu_strides_and_find_the_l1_tlb():
+    # tests/data/h100_like.yaml: L1 TLB 16 x 16 MiB, L2 TLB 2048 x 32 MiB, 80 GB of memory;
+    # every range `auto` as config/gpu.yaml leaves them (8-byte elements, 90% of the memory)
+    sweep = tlbs.parse_params(
+        {**_tlbs_defaults(), "element_bytes": 8, "max_array_bytes": "auto"}, "tlbs"
+    )
+    backend = SimBackend(profile_path=REPO / "tests/data/h100_like.yaml", seed=3)
+    sweep = tlbs.resolve(sweep, backend.facts())
+    assert (sweep.max_record_steps, sweep.max_elements) == (28672, 9557)
+    # 90% of the memory in whole 2 MiB granules: 2293 units of 32 MiB
+    assert sweep.max_array_bytes == int(0.9 * 85520809984) // (2 << 20) * (2 << 20)
+    assert sweep.max_array_bytes // (32 << 20) == 2293
+    assert sweep.window_probe_bytes == sweep.max_array_bytes
+    launcher = tlbs._Launcher(backend, sweep, None)
+    tlbs._reach_search(launcher, sweep)
+    data = launcher.data("reach")
+    mib = 1 << 20
+    # 2 MiB: misses 16 MiB apart past 128 elements; up to the first stride at the page
+    assert sorted(data["stride_bytes"].unique()) == [2 * mib, 8 * mib, 32 * mib]
+    reach = tlb.fit_reach(data)
+    assert reach.page_bytes == 16 * mib
+    assert reach.l1_entries_estimate == (16, 17)
+    # the L2 TLB's reach shows at 32 MiB: the walks of up to 2048 units hit it
+    at_32 = [r for r in reach.strides if r.stride_bytes == 32 * mib][0]
+    assert at_32.spacing_bytes == 32 * mib
+    longest = data[data["stride_bytes"] == 32 * mib].groupby("elements")["latency_cycles"]
+    medians = longest.median()
+    assert medians[medians.index <= 2048].max() < medians[medians.index > 2048].min() - 50
+
+
+def _tlbs_defaults() -> dict:
+    props = load_schema()["$defs"]["experiments"]["properties"]["tlbs"]["properties"]
+    return {k: v["default"] for k, v in props.items()}
+
+
+def test_copy_streams_four_l2_sizes_or_256_mib():
+    mib = 1 << 20
+    assert copy_bytes(50 * mib) == 256 * mib  # the H100: 200 MiB would be less
+    assert copy_bytes(126_000_000) == 481 * mib  # 504 MB in whole MiB, rounded up
+    assert copy_bytes(None) == 256 * mib
+    # on a twin the automatic copy moves 256 MiB each way per launch (loaded + stored)
+    _, data = _analyse(
+        "gtx780", "global_throughput",
+        {"ctas_per_sm": [1], "threads_per_cta": [256], "ilp": [1], "element_bytes": [4],
+         "repetitions": 1},
+    )  # fmt: skip
+    assert set(data["bytes_moved"]) == {2 * 256 * mib}
+
+
+def test_indices_widen_to_eight_bytes_past_16_gib():
+    assert index_bytes((16 << 30) - 4) == 4
+    assert index_bytes(16 << 30) == 8
+    # config/gpu.yaml's tlbs and latency_patterns on the H100-like twin (80 GB): 8-byte elements
+    gpu = yaml.safe_load((REPO / "config" / "gpu.yaml").read_text())["experiments"]
+    backend = SimBackend(profile_path=REPO / "tests/data/h100_like.yaml", seed=3)
+    sweep = tlbs.resolve(tlbs.parse_params(_tlbs_defaults() | gpu["tlbs"], "tlbs"), backend.facts())
+    assert sweep.element_bytes == 8
+    # on the GTX780 twin (3 GB) the same settings keep 4-byte elements
+    twin = SimBackend(profile_path=TWINS.device("gtx780").profile, seed=3)
+    sweep = tlbs.resolve(tlbs.parse_params(_tlbs_defaults() | gpu["tlbs"], "tlbs"), twin.facts())
+    assert sweep.element_bytes == 4

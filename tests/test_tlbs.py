@@ -13,7 +13,7 @@ import pytest
 from gpudissect.analysis import tlb, tlb_document, tlb_sets
 from gpudissect.backends.base import ChaseWork
 from gpudissect.backends.sim import SimBackend
-from gpudissect.config import load_schema
+from gpudissect.config import load, load_schema
 from gpudissect.exceptions import ConfigError
 from gpudissect.experiments import tlbs
 
@@ -25,6 +25,12 @@ def default_section(name: str) -> dict:
     """The schema defaults of an experiment section (what an empty config gets)."""
     props = load_schema()["$defs"]["experiments"]["properties"][name]["properties"]
     return {k: v["default"] for k, v in props.items()}
+
+
+def twin_section() -> dict:
+    """The twins' explicit `tlbs` values (config/config.yaml) over the schema defaults."""
+    twins = load(REPO / "config" / "config.yaml", base_dir=REPO)
+    return default_section("tlbs") | twins.device("gtx780").experiments["tlbs"]
 
 
 # --- analysis on synthetic data -------------------------------------------------------------
@@ -228,7 +234,7 @@ def test_sequence_work_walks_the_sequence_cyclically():
 
 
 def test_element_grid_is_dense_then_geometric_and_capped():
-    sweep = tlbs.parse_params(default_section("tlbs"), "tlbs")
+    sweep = tlbs.parse_params(twin_section(), "tlbs")
     grid = tlbs.element_grid(sweep, 16 * MIB)
     assert grid[:7] == [2, 3, 4, 5, 6, 7, 8]
     assert grid[-1] * 16 * MIB <= sweep.max_array_bytes
@@ -237,7 +243,7 @@ def test_element_grid_is_dense_then_geometric_and_capped():
 
 
 def test_parse_params_refuses_record_steps_above_the_max():
-    section = default_section("tlbs") | {"record_steps": 4096}
+    section = twin_section() | {"record_steps": 4096}
     with pytest.raises(ConfigError, match="max_record_steps"):
         tlbs.parse_params(section, "experiments.tlbs")
 
@@ -251,8 +257,11 @@ def follows_the_walk(data: pd.DataFrame) -> float:
     return float(np.mean(data["index"].to_numpy(np.int64)[:-1] == nxt))
 
 
-def _run(profile: str, stages=("reach", "pages", "window"), **params) -> dict:
-    sweep = tlbs.parse_params(default_section("tlbs") | params, "tlbs")
+def _run(profile: str, stages=("reach", "pages", "window"), *, twin=True, **params) -> dict:
+    """The sweep and analysis on `profile`: with the twins' explicit values, or (`twin`
+    False) with the schema's defaults (`auto`)."""
+    section = twin_section() if twin else default_section("tlbs")
+    sweep = tlbs.parse_params(section | params, "tlbs")
     backend = SimBackend(profile_path=REPO / profile, seed=3)
     data = tlbs.run(backend, sweep, device=None)
     assert set(data["stage"]) == set(stages)
@@ -304,8 +313,9 @@ def test_kepler_twin_window_and_penalties(gtx780):
 
 def test_unseen_profile_is_recovered():
     # tests/data/unseen_tlb.yaml: 64 KiB pages, L1 TLB 32 entries fully associative (+20),
-    # L2 TLB 32 sets x 4 ways (+70), 256 MiB window (+150)
-    doc = _run("tests/data/unseen_tlb.yaml")
+    # L2 TLB 32 sets x 4 ways (+70), 256 MiB window (+150); every range `auto`: the strides
+    # go down from 2 MiB until the misses lie further apart than the stride
+    doc = _run("tests/data/unseen_tlb.yaml", twin=False)
     assert _v(doc, "l1_tlb", "page_bytes") == 65536
     assert _v(doc, "l1_tlb", "entries") == 32
     assert _v(doc, "l1_tlb", "sets") == 1
@@ -359,7 +369,7 @@ def test_arrays_past_16_gib_need_eight_byte_elements():
 
 def test_profile_without_tlbs_is_undetermined_not_guessed():
     # no TLB: no access of the reach stage is slower than the base, the later stages are skipped
-    doc = _run("tests/data/tiny_profile.yaml", stages=("reach",))
+    doc = _run("tests/data/tiny_profile.yaml", stages=("reach",), twin=False)
     assert doc["elements"]["l1_tlb"]["page_bytes"]["value"] is None
     assert "undetermined" in doc["elements"]["l2_tlb"]["entries"]
 

@@ -193,3 +193,17 @@ def _page_from_spacing(rows: list[StrideReach]) -> tuple[int | None, str, float]
     )
     confidence = float(np.mean(agree)) * float(np.mean([r.spacing_share for r in seen]))
     return page, evidence, confidence
+
+
+def page_verdict(df: pd.DataFrame) -> tuple[str, int | None]:
+    """Where the reach strides stand against the page, for a sweep that picks its strides:
+    ("page", bytes) when misses lie further apart than the smallest stride that shows them;
+    ("smaller", None) when they lie one stride apart there (the page is not above that stride);
+    ("none", None) when no walk shows a TLB miss (the strides reach too little)."""
+    reach = fit_reach(df)
+    seen = [r for r in (reach.strides if reach else ()) if r.spacing_bytes is not None]
+    if not seen:
+        return "none", None
+    if seen[0].spacing_bytes <= seen[0].stride_bytes:
+        return "smaller", None
+    return "page", reach.page_bytes

@@ -126,3 +126,58 @@ def walk_memory_bytes(facts: DeviceFacts, *, align_bytes: int, key: str) -> int:
         )
     n = int(MEMORY_SHARE * facts.total_memory_bytes)
     return n - n % align_bytes
+
+
+# --- the TLB walks (`tlbs`) ---------------------------------------------------------------------
+ALLOCATION_GRANULE_BYTES = 2 << 20  # cuMemAlloc's granularity: 2 MiB on every GPU since Fermi
+SMALLEST_STRIDE_BYTES = 4096  # no GPU page is smaller
+RECORD_BYTES = 8  # a timed access keeps its latency and index in shared memory
+FALLBACK_SHARED_BLOCK_BYTES = 48 << 10  # no opt-in size from the driver: CUDA's static limit
+SET_WAYS_FOLLOWED = 8  # TPDS Fig. 10's L2-TLB sets have 8 ways (and one of 17)
+
+
+def tlb_record_steps(facts: DeviceFacts) -> int:
+    """`max_record_steps: auto`: the timed accesses whose records (8 bytes each) fill the shared
+    memory one block may opt into, in whole KiB of buffer (the H100's 227 KiB: 28672)."""
+    shared = facts.shared_per_block_optin_bytes or facts.shared_per_sm_bytes
+    shared = shared or FALLBACK_SHARED_BLOCK_BYTES
+    return (shared // RECORD_BYTES) // 1024 * 1024
+
+
+def tlb_max_elements(record_steps: int) -> int:
+    """`max_elements: auto`: the longest walk whose three traversals the records hold (the
+    analysis reads the median traversal's misses); each stride's walks also stop at
+    `max_array_bytes`."""
+    return max(8, record_steps // 3)
+
+
+def tlb_stride_bounds(max_array_bytes: int, dense_elements: int) -> tuple[int, int, int]:
+    """`strides_bytes: auto`: the first stride (the allocation granule), the smallest (4 KiB) and
+    the largest (a power of two at which a walk still spans twice the dense walks within
+    `max_array_bytes`) the reach stage may add, a factor of 4 at a time."""
+    top = pow2_floor(max(max_array_bytes // (2 * dense_elements), SMALLEST_STRIDE_BYTES))
+    return min(ALLOCATION_GRANULE_BYTES, top), SMALLEST_STRIDE_BYTES, top
+
+
+def tlb_dense_pages(first_miss_pages: int) -> int:
+    """`max_dense_pages: auto`: one-page steps past the first overflowing walk of the outermost
+    TLB level until every set of 8 or more ways has overflowed (each further page overflows one
+    more set: TPDS Fig. 10), plus 4 to see the steps of one miss a page that end it."""
+    return max(8, -(-first_miss_pages // SET_WAYS_FOLLOWED) + 4)
+
+
+STREAM_MIN_BYTES = 256 << 20  # a copy of at least 256 MiB: launch overheads stay below 1%
+
+
+def copy_bytes(l2_bytes: int | None) -> int:
+    """`global_throughput.copy_bytes: auto`: four L2 sizes in whole MiB (the copy streams from
+    DRAM, as `l2_flush`'s flush), at least 256 MiB."""
+    mib = 1 << 20
+    four = -(-4 * (l2_bytes or 0) // mib) * mib
+    return max(STREAM_MIN_BYTES, four)
+
+
+def index_bytes(largest_bytes: int) -> int:
+    """`element_bytes: auto` of the sparse chases: 4-byte (32-bit) indices while they reach
+    every element of the largest array, 8 from 16 GiB on."""
+    return 4 if largest_bytes // 4 < 2**32 else 8

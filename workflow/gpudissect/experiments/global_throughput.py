@@ -14,15 +14,16 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 import pandas as pd
 import pyarrow as pa
 
 from ..backends.base import Backend
-from ..config import DeviceEntry
+from ..config import AUTO, DeviceEntry
 from ..exceptions import ConfigError
+from .auto_ranges import copy_bytes
 from .shared_throughput import KERNEL_ILPS, ThroughputFactsQuery
 
 log = logging.getLogger(__name__)
@@ -93,12 +94,12 @@ class GlobalThroughputSweep:
     threads_per_cta: tuple[int, ...]
     ilp: tuple[int, ...]
     element_bytes: tuple[int, ...]
-    copy_bytes: int
+    copy_bytes: int | None  # None: `auto` (`auto_ranges.copy_bytes`)
     repetitions: int
 
 
 def parse_params(section: dict, key: str) -> GlobalThroughputSweep:
-    if section["copy_bytes"] % 16:
+    if section["copy_bytes"] != AUTO and section["copy_bytes"] % 16:
         raise ConfigError(
             f"{key}.copy_bytes: {section['copy_bytes']} is not a multiple of 16; allowed: a "
             "multiple of 16 bytes (one vector)"
@@ -109,7 +110,7 @@ def parse_params(section: dict, key: str) -> GlobalThroughputSweep:
         threads_per_cta=tuple(section["threads_per_cta"]),
         ilp=tuple(section["ilp"]),
         element_bytes=tuple(section["element_bytes"]),
-        copy_bytes=section["copy_bytes"],
+        copy_bytes=None if section["copy_bytes"] == AUTO else section["copy_bytes"],
         repetitions=section["repetitions"],
     )
 
@@ -144,6 +145,8 @@ def run(
     if facts.dram_theoretical_gbps is None:
         log.info("the device has no DRAM throughput description; nothing to run")
         return pd.concat(frames, ignore_index=True)
+    if sweep.copy_bytes is None:
+        sweep = replace(sweep, copy_bytes=copy_bytes(facts.l2_bytes))
     if sweep.copy_bytes < 2 * facts.l2_bytes:
         log.warning(
             "copy_bytes %d is less than twice the L2 (%d bytes): the copy may hit in the L2",

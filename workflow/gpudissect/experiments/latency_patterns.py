@@ -42,8 +42,8 @@ import pyarrow as pa
 from ..backends.base import Backend, ChaseWork
 from ..config import AUTO, DeviceEntry
 from ..exceptions import ConfigError
-from .auto_ranges import walk_memory_bytes
-from .tlbs import ColdChaseWork
+from .auto_ranges import index_bytes, walk_memory_bytes
+from .sparse_chase import ColdChaseWork
 
 log = logging.getLogger(__name__)
 
@@ -71,7 +71,7 @@ SCHEMA = pa.schema(
 class LatencyPatternsSweep:
     enabled: bool
     paths: tuple[str, ...]
-    element_bytes: int
+    element_bytes: int | None  # None: `auto` (`auto_ranges.index_bytes`)
     max_array_bytes: int | None  # None: `auto` (`auto_ranges.walk_memory_bytes`)
     repetitions: int
     revisit_all_rounds: int
@@ -90,7 +90,7 @@ def parse_params(section: dict, key: str) -> LatencyPatternsSweep:
     sweep = LatencyPatternsSweep(
         enabled=section["enabled"],
         paths=tuple(section["paths"]),
-        element_bytes=section["element_bytes"],
+        element_bytes=None if section["element_bytes"] == AUTO else section["element_bytes"],
         max_array_bytes=None if section["max_array_bytes"] == AUTO else section["max_array_bytes"],
         repetitions=section["repetitions"],
         revisit_all_rounds=section["revisit_all_rounds"],
@@ -110,13 +110,14 @@ def parse_params(section: dict, key: str) -> LatencyPatternsSweep:
 
 def check_sweep(sweep: LatencyPatternsSweep, key: str) -> None:
     """Checks the schema cannot express (again once `auto` is resolved)."""
-    per_sector = SECTOR_BYTES // sweep.element_bytes
+    # `auto` may become 8 bytes: the rounds must fit a sector of four
+    per_sector = SECTOR_BYTES // (sweep.element_bytes or 8)
     if 1 + sweep.revisit_all_rounds + sweep.revisit_some_rounds > per_sector:
         raise ConfigError(
             f"{key}: revisit_all_rounds + revisit_some_rounds = "
             f"{sweep.revisit_all_rounds + sweep.revisit_some_rounds}; allowed: at most "
-            f"{per_sector - 1} with element_bytes {sweep.element_bytes} (each round reads "
-            "another element of a 32-byte sector)"
+            f"{per_sector - 1} with element_bytes {sweep.element_bytes or 'auto'} (each round "
+            "reads another element of a 32-byte sector)"
         )
     if sweep.hit_lines > 1 and sweep.hit_lines > sweep.fresh_line_rounds:
         raise ConfigError(
@@ -291,7 +292,9 @@ def run(
         key = "latency_patterns.max_array_bytes"
         n = walk_memory_bytes(backend.facts(), align_bytes=sweep.fallback_page_bytes, key=key)
         sweep = replace(sweep, max_array_bytes=n)
-        check_sweep(sweep, "latency_patterns")
+    if sweep.element_bytes is None:
+        sweep = replace(sweep, element_bytes=index_bytes(sweep.max_array_bytes))
+    check_sweep(sweep, "latency_patterns")
     t = translation_from(inputs, sweep)
     plan = design(t, sweep)
     steps = len(plan.positions) - plan.cycle_length + sweep.same_line_accesses

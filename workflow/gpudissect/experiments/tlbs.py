@@ -6,7 +6,11 @@ warm-up pass every element is an L2 hit, so latency steps are translation effect
 Three stages, each one launch per point, every access recorded with its address:
 
 1. `reach`: at each stride of `strides_bytes`, cyclic walks of m = 2, 3, ... elements
-   (one warm-up pass, then timed passes). Gives the page size and the L1-TLB reach.
+   (one warm-up pass, then timed passes). Gives the page size and the L1-TLB reach. With
+   `strides_bytes: auto` the strides are searched from the 2 MiB allocation granule, a factor
+   of 4 at a time, until the page shows and one stride is at or above it (`_reach_search`);
+   the other `auto` values come from the driver's facts and the page found (`resolve`,
+   `auto_ranges`).
 2. `pages`: at stride = the page found in stage 1 (the analysis code reads stage 1's rows),
    walks of m pages: a few short ones (the base level), m around the L1-TLB entries, a coarse
    geometric grid up to `max_array_bytes` to find where the L2 TLB overflows, then one page at a
@@ -34,10 +38,13 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 
-from ..backends.base import Backend, ChaseResult, ChaseWork, handles
+from ..backends.base import Backend
+from ..backends.facts import DeviceFacts
 from ..config import AUTO, DeviceEntry
 from ..exceptions import ConfigError
+from . import auto_ranges
 from .auto_ranges import walk_memory_bytes
+from .sparse_chase import ColdChaseWork, sequence_work
 
 log = logging.getLogger(__name__)
 
@@ -69,36 +76,41 @@ SCHEMA = pa.schema(
 class TlbSweep:
     enabled: bool
     path: str
-    element_bytes: int
-    strides_bytes: tuple[int, ...]
+    element_bytes: int | None
+    strides_bytes: tuple[int, ...] | None  # None (here and below): `auto` (module docstring)
     dense_elements: int
-    max_elements: int
-    max_array_bytes: int | None  # None: `auto` (`auto_ranges.walk_memory_bytes`)
+    max_elements: int | None
+    max_array_bytes: int | None  # `auto_ranges.walk_memory_bytes`
     record_steps: int
-    max_record_steps: int
-    max_dense_pages: int
+    max_record_steps: int | None
+    max_dense_pages: int | None
     pages_traversals: int
-    window_probe_bytes: int
-    window_stride_bytes: int
+    window_probe_bytes: int | None
+    window_stride_bytes: int | None
     window_repetitions: int
     flush_bytes: int
 
 
+def _given(value):
+    return None if value == AUTO else value
+
+
 def parse_params(section: dict, key: str) -> TlbSweep:
+    strides = _given(section["strides_bytes"])
     sweep = TlbSweep(
         enabled=section["enabled"],
         path=section["path"],
-        element_bytes=section["element_bytes"],
-        strides_bytes=tuple(sorted(section["strides_bytes"])),
+        element_bytes=_given(section["element_bytes"]),
+        strides_bytes=None if strides is None else tuple(sorted(strides)),
         dense_elements=section["dense_elements"],
-        max_elements=section["max_elements"],
-        max_array_bytes=None if section["max_array_bytes"] == AUTO else section["max_array_bytes"],
+        max_elements=_given(section["max_elements"]),
+        max_array_bytes=_given(section["max_array_bytes"]),
         record_steps=section["record_steps"],
-        max_record_steps=section["max_record_steps"],
-        max_dense_pages=section["max_dense_pages"],
+        max_record_steps=_given(section["max_record_steps"]),
+        max_dense_pages=_given(section["max_dense_pages"]),
         pages_traversals=section["pages_traversals"],
-        window_probe_bytes=section["window_probe_bytes"],
-        window_stride_bytes=section["window_stride_bytes"],
+        window_probe_bytes=_given(section["window_probe_bytes"]),
+        window_stride_bytes=_given(section["window_stride_bytes"]),
         window_repetitions=section["window_repetitions"],
         flush_bytes=section["flush_bytes"],
     )
@@ -108,111 +120,48 @@ def parse_params(section: dict, key: str) -> TlbSweep:
 
 def check_sweep(sweep: TlbSweep, key: str) -> None:
     """Checks the schema cannot express (again once `auto` is resolved)."""
-    if sweep.max_record_steps < sweep.record_steps:
+    if sweep.max_record_steps is not None and sweep.max_record_steps < sweep.record_steps:
         raise ConfigError(
             f"{key}.max_record_steps: {sweep.max_record_steps} is below {key}.record_steps "
             f"({sweep.record_steps}); allowed: >= record_steps"
         )
-    largest = max(sweep.max_array_bytes or 0, sweep.window_probe_bytes)
+    largest = max(sweep.max_array_bytes or 0, sweep.window_probe_bytes or 0)
     if sweep.element_bytes == 4 and largest // 4 >= 2**32:
         raise ConfigError(
             f"{key}.max_array_bytes / window_probe_bytes: {largest} bytes need more than 2^32 "
             f"elements of 4 bytes (32-bit indices); allowed: below {2**34} bytes (set "
             f"{key}.element_bytes: 8 for 64-bit indices)"
         )
-    small = min(sweep.strides_bytes + (sweep.window_stride_bytes,))
-    if small % sweep.element_bytes:
+    element = sweep.element_bytes or 8  # `auto` may become 8
+    strides = (*(sweep.strides_bytes or ()), sweep.window_stride_bytes or element)
+    if min(strides) % element:
         raise ConfigError(
-            f"{key}: stride {small} is not a multiple of element_bytes ({sweep.element_bytes})"
+            f"{key}: stride {min(strides)} is not a multiple of element_bytes ({element})"
         )
+
+
+def resolve(sweep: TlbSweep, facts: DeviceFacts, key: str = "tlbs") -> TlbSweep:
+    """The sweep with every `auto` but the strides (chosen as the reach stage runs) and the
+    page-dependent ones (window stride, dense pages) resolved from the driver's facts."""
+    if sweep.max_array_bytes is None:
+        align = max(sweep.strides_bytes or (auto_ranges.ALLOCATION_GRANULE_BYTES,))
+        n = walk_memory_bytes(facts, align_bytes=align, key=f"{key}.max_array_bytes")
+        sweep = replace(sweep, max_array_bytes=n)
+    if sweep.max_record_steps is None:
+        steps = max(auto_ranges.tlb_record_steps(facts), sweep.record_steps)
+        sweep = replace(sweep, max_record_steps=steps)
+    if sweep.max_elements is None:
+        sweep = replace(sweep, max_elements=auto_ranges.tlb_max_elements(sweep.max_record_steps))
+    if sweep.window_probe_bytes is None:  # every window up to a third of the walks' span shows
+        sweep = replace(sweep, window_probe_bytes=sweep.max_array_bytes)
+    if sweep.element_bytes is None:
+        largest = max(sweep.max_array_bytes, sweep.window_probe_bytes)
+        sweep = replace(sweep, element_bytes=auto_ranges.index_bytes(largest))
+    check_sweep(sweep, key)
+    return sweep
 
 
 # --- work ------------------------------------------------------------------------------------
-@dataclass(frozen=True)
-class ColdChaseWork:
-    """A P-chase that must start with cold TLBs and caches (first touches are timed)."""
-
-    chase: ChaseWork
-    flush_bytes: int
-
-
-@handles("sim", ColdChaseWork)
-def _run_cold_sim(backend, work: ColdChaseWork, *, carveout_pct=None, seed: int = 0):
-    # every simulated launch starts from a cold GPU
-    return backend.run_chase(work.chase, carveout_pct=carveout_pct, seed=seed)
-
-
-@handles("cuda", ColdChaseWork)
-def _run_cold_cuda(backend, work: ColdChaseWork, *, carveout_pct=None, seed: int = 0):
-    """Write the chain into fresh memory from the host, flush the L2 with a memset over
-    `flush_bytes`, then chase."""
-    drv, w = backend.drv, work.chase
-    fn = backend.chase_function(w)  # raises for a path without a cold chase (tex, const)
-    latency = np.zeros(w.record_steps, dtype=np.uint32)
-    indices = np.zeros(w.record_steps, dtype=np.uint32)
-    d_lat = drv.mem_alloc(max(latency.nbytes, 4))
-    d_idx = drv.mem_alloc(max(indices.nbytes, 4))
-    flush = drv.mem_alloc(work.flush_bytes) if work.flush_bytes else None
-    try:
-        chain = backend._upload_chain(w, fresh=True)  # pages no TLB has seen
-        if flush is not None:
-            drv.memset_d32(flush, 0, work.flush_bytes // 4)
-            backend.context.synchronize()
-        fa = drv.function_attribute
-        if w.shared_buffer_bytes > 48 * 1024:
-            fn.set_attribute(fa.MAX_DYNAMIC_SHARED_SIZE_BYTES, w.shared_buffer_bytes)
-        if carveout_pct is not None:
-            fn.set_attribute(fa.PREFERRED_SHARED_MEMORY_CARVEOUT, int(carveout_pct))
-        fn.prepared_call(
-            (1, 1),
-            (1, 1, 1),
-            *backend.chase_args(w, chain),
-            d_lat,
-            d_idx,
-            shared_size=w.shared_buffer_bytes,
-        )
-        backend.context.synchronize()
-        drv.memcpy_dtoh(latency, d_lat)
-        drv.memcpy_dtoh(indices, d_idx)
-    finally:
-        d_lat.free()
-        d_idx.free()
-        if flush is not None:
-            flush.free()
-    sm = backend.clocks().get("sm_clock_mhz")
-    return ChaseResult(latency, indices, float(sm) if sm is not None else float("nan"))
-
-
-def sequence_work(
-    path: str,
-    sequence: np.ndarray,
-    *,
-    warmup_steps: int,
-    record_steps: int,
-    element_bytes: int = 4,
-) -> ChaseWork:
-    """A sparse chase visiting the element positions `sequence` (in elements of
-    `element_bytes`) in order, then `sequence[0]` again (a cycle): visit t loads
-    `sequence[t % len(sequence)]`."""
-    seq = np.asarray(sequence, dtype=np.int64)
-    if len(np.unique(seq)) != len(seq):
-        raise ValueError("a chase sequence visits each element once per cycle")
-    nxt = np.roll(seq, -1).astype(np.uint32 if element_bytes == 4 else np.uint64)
-    buffer = max(1024, -(-8 * record_steps // 1024) * 1024)
-    return ChaseWork(
-        path=path,
-        chain=None,
-        start_index=int(seq[0]),
-        warmup_steps=warmup_steps,
-        record_steps=record_steps,
-        shared_buffer_bytes=buffer,
-        element_bytes=element_bytes,
-        array_elements=int(seq.max()) + 1,
-        sparse_positions=seq,
-        sparse_next=nxt,
-    )
-
-
 def element_grid(sweep: TlbSweep, stride_bytes: int) -> list[int]:
     """Walk lengths of the reach stage: every m up to `dense_elements`, then steps of 2^(1/4)."""
     cap = min(sweep.max_elements, sweep.max_array_bytes // stride_bytes)
@@ -341,7 +290,8 @@ def _pages_stage(run: _Launcher, sweep: TlbSweep, reach) -> None:
     levels = list(walks.levels)
     done = set(counts.index)
     previous, increments = None, []
-    for m in range(start, min(max_pages, first + sweep.max_dense_pages) + 1):
+    dense = sweep.max_dense_pages or auto_ranges.tlb_dense_pages(first)
+    for m in range(start, min(max_pages, first + dense) + 1):
         frame = run.last[("pages", m)] if m in done else run.walk("pages", page, m)
         lat = frame.sort_values("step")["latency_cycles"].to_numpy(np.float64)
         slow = tlb.at_or_above(lat, levels, top)
@@ -371,6 +321,39 @@ def _bisect_onset(run: _Launcher, sweep: TlbSweep, reach, page: int, fit: int, f
     return fit, first
 
 
+def _reach_walks(run: _Launcher, sweep: TlbSweep, stride: int) -> None:
+    for m in element_grid(sweep, stride):
+        run.walk("reach", stride, m)
+
+
+def _reach_search(run: _Launcher, sweep: TlbSweep) -> None:
+    """`strides_bytes: auto`: the reach walks from the allocation granule, a factor of 4 at a
+    time: smaller while the misses lie one stride apart at the smallest stride (the page is not
+    above it), larger while no walk misses; once the page shows, up to the first stride at or
+    above it (which counts the L1 TLB's entries). The analysis decides through
+    `analysis.tlb.page_verdict` alone."""
+    from ..analysis import tlb
+
+    first, smallest, largest = auto_ranges.tlb_stride_bounds(
+        sweep.max_array_bytes, sweep.dense_elements
+    )
+    swept = [first]
+    _reach_walks(run, sweep, first)
+    while True:
+        verdict, page = tlb.page_verdict(run.data("reach"))
+        if verdict == "smaller" and min(swept) // 4 >= smallest:
+            stride = min(swept) // 4
+        elif verdict == "none" and max(swept) * 4 <= largest:
+            stride = max(swept) * 4
+        elif verdict == "page" and max(swept) < page and max(swept) * 4 <= largest:
+            stride = max(swept) * 4
+        else:
+            log.info("tlbs: reach strides %s (%s)", sorted(swept), verdict)
+            return
+        swept.append(stride)
+        _reach_walks(run, sweep, stride)
+
+
 def run(
     backend: Backend,
     sweep: TlbSweep,
@@ -382,18 +365,16 @@ def run(
     """Run the three stages on `backend`; one row per recorded access."""
     from ..analysis import tlb
 
-    if sweep.max_array_bytes is None:
-        key = "tlbs.max_array_bytes"
-        n = walk_memory_bytes(backend.facts(), align_bytes=max(sweep.strides_bytes), key=key)
-        sweep = replace(sweep, max_array_bytes=n)
-        check_sweep(sweep, "tlbs")
+    sweep = resolve(sweep, backend.facts())
     launcher = _Launcher(backend, sweep, progress)
     # one allocation for the reach and pages stages: the paired-address reading compares each
     # address's latency across walks, which needs the same physical pages in every walk
     backend.reserve(sweep.max_array_bytes)
-    for stride in sweep.strides_bytes:
-        for m in element_grid(sweep, stride):
-            launcher.walk("reach", stride, m)
+    if sweep.strides_bytes is None:
+        _reach_search(launcher, sweep)
+    else:
+        for stride in sweep.strides_bytes:
+            _reach_walks(launcher, sweep, stride)
     reach = tlb.fit_reach(launcher.data("reach"))
     if reach is None or reach.page_bytes is None:
         log.info(
@@ -405,8 +386,9 @@ def run(
         "tlbs: page %d bytes, L1-TLB reach ~%s pages", reach.page_bytes, reach.l1_entries_estimate
     )
     _pages_stage(launcher, sweep, reach)
-    stride = max(reach.page_bytes, sweep.window_stride_bytes)
-    pages = min(sweep.window_probe_bytes // stride, sweep.max_record_steps * 4)
+    stride = max(reach.page_bytes, sweep.window_stride_bytes or reach.page_bytes)
+    # one record per touch, all in the shared buffer
+    pages = min(sweep.window_probe_bytes // stride, sweep.max_record_steps)
     for rep in range(sweep.window_repetitions):
         launcher.walk("window", stride, pages, warmup=False, record=pages, repetition=rep)
     return launcher.data()
