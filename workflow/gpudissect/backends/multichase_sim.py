@@ -9,7 +9,7 @@ import numpy as np
 
 from ..experiments.multichase import CONST_PATH, MultiChaseResult, MultiChaseWork
 from .base import handles
-from .sim import point_seed
+from .seeding import point_seed
 
 CONST_BASE_BYTES = 1 << 40
 ELEMENT_BYTES = 4
