@@ -14,6 +14,7 @@ import sys
 from pathlib import Path
 
 from .exceptions import GpuDissectError
+from .report.studies import STUDIES as STUDY_KEYS
 
 log = logging.getLogger("gpudissect")
 
@@ -156,18 +157,41 @@ def cmd_plot(args: argparse.Namespace) -> int:
 
 
 def cmd_report(args: argparse.Namespace) -> int:
-    from .families import FAMILIES
-    from .report.render import DeviceResults, render_report
+    """Markdown and LaTeX from one report model (and its tables as CSV), from a run's results
+    (--device) or a fleet of reference results (--reference)."""
+    from .report.render import render_report, write_tables
+    from .report.sources import reference_devices, run_devices
+    from .report.studies import STUDIES
 
-    devices = []
-    for name in args.device:
-        docs = tuple(
-            p for exp in FAMILIES if (p := Path(args.analysis, name, f"{exp}.json")).is_file()
+    opt = lambda p: Path(p) if p else None  # noqa: E731
+    if args.reference:
+        devices, studies = reference_devices(Path(args.reference)), list(STUDIES.values())
+    elif args.device:
+        devices, studies = run_devices(
+            args.device,
+            analysis_dir=Path(args.analysis),
+            figures_dir=Path(args.figures),
+            topology_dir=opt(args.topology),
+            benchmarks_dir=opt(args.benchmarks),
+            study=args.study,
         )
-        figs = tuple(sorted(Path(args.figures, name).glob("*.png")))
-        devices.append(DeviceResults(name=name, documents=docs, figures=figs))
-    out = render_report(devices, title=args.title, out=args.out)
-    print(f"report written: {out}")
+    else:
+        raise GpuDissectError("report: give --device NAME... (a run) or --reference DIR (a fleet)")
+    doc = render_report(devices, title=args.title, out=args.out, tex=args.tex, studies=studies)
+    if args.tables_dir:
+        write_tables(doc, Path(args.tables_dir), tuple(args.table or ()))
+    print(f"report written: {args.out}")
+    if args.pdf:
+        from .report.render import compile_pdf
+
+        print(f"pdf written: {compile_pdf(Path(args.out).with_suffix('.tex'), args.pdf)}")
+    return 0
+
+
+def cmd_pdf(args: argparse.Namespace) -> int:
+    from .report.render import compile_pdf
+
+    print(f"pdf written: {compile_pdf(args.tex, args.out)}")
     return 0
 
 
@@ -235,13 +259,26 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--formats", nargs="+", default=["png", "pdf"])
     s.set_defaults(func=cmd_plot)
 
-    s = sub.add_parser("report", help="render results/report/report.md")
-    s.add_argument("--device", nargs="+", required=True)
+    s = sub.add_parser("report", help="render the report (Markdown and LaTeX) of a run or a fleet")
+    s.add_argument("--device", nargs="+", help="devices of the run, in report order")
+    s.add_argument("--reference", help="a fleet: every <gpu>/ of this folder (results/reference)")
+    s.add_argument("--study", choices=sorted(STUDY_KEYS), help="only this study's part")
     s.add_argument("--analysis", default="results/analysis")
     s.add_argument("--figures", default="results/figures")
+    s.add_argument("--topology", help="folder of <device>.json topology documents, if any")
+    s.add_argument("--benchmarks", help="Snakemake benchmark folder (job times), if any")
     s.add_argument("--title", default="gpudissect report")
     s.add_argument("--out", default="results/report/report.md")
+    s.add_argument("--tex", help="LaTeX output (default: --out with .tex)")
+    s.add_argument("--tables-dir", help="write the named tables here as CSV")
+    s.add_argument("--table", nargs="*", help="exactly these named tables (with --tables-dir)")
+    s.add_argument("--pdf", help="also compile the LaTeX to this PDF (latexmk)")
     s.set_defaults(func=cmd_report)
+
+    s = sub.add_parser("pdf", help="compile a report's LaTeX to PDF with latexmk")
+    s.add_argument("--tex", required=True)
+    s.add_argument("--out", required=True)
+    s.set_defaults(func=cmd_pdf)
     return p
 
 

@@ -1,4 +1,5 @@
 import re
+import shutil
 import sys
 from pathlib import Path
 
@@ -97,7 +98,13 @@ def device_targets(device):
 
 
 def all_targets():
-    targets = ["results/report/report.md"]
+    # the PDF needs latexmk and TeX (README: Requirements); without them the run ends at the
+    # Markdown and LaTeX and says so
+    targets = ["results/report/report.md", "results/report/report.tex"]
+    if shutil.which("latexmk"):
+        targets.append("results/report/report.pdf")
+    else:
+        print("gpudissect: latexmk not found: report.pdf is skipped", file=sys.stderr)
     for name in DEVICES:
         targets += device_targets(name)
     return targets

@@ -1,0 +1,174 @@
+"""Render a report `Document` to LaTeX (pdflatex through latexmk; the packages it uses come
+with Debian's texlive-latex-base and texlive-latex-recommended)."""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+
+from .model import Bullets, Contents, Document, Figure, Heading, PageBreak, Paragraph, Table
+
+PREAMBLE = r"""\documentclass[10pt,a4paper]{article}
+\usepackage[margin=18mm]{geometry}
+\usepackage[T1]{fontenc}
+\usepackage[utf8]{inputenc}
+\usepackage{lmodern}
+\usepackage{textcomp}
+\usepackage{amssymb}
+\usepackage{array}
+\usepackage{longtable}
+\usepackage{booktabs}
+\usepackage{graphicx}
+\usepackage[hidelinks]{hyperref}
+\setlength{\LTcapwidth}{\linewidth}
+\setcounter{tocdepth}{2}
+\setlength{\parindent}{0pt}
+\setlength{\parskip}{4pt}
+\raggedbottom
+"""
+
+_SECTION = {1: "section", 2: "subsection", 3: "subsubsection", 4: "paragraph"}
+
+# characters the fonts of a plain pdflatex run lack, as LaTeX commands
+_UNICODE = {
+    "→": r"$\rightarrow$",
+    "←": r"$\leftarrow$",
+    "×": r"$\times$",
+    "≥": r"$\geq$",
+    "≤": r"$\leq$",
+    "≈": r"$\approx$",
+    "±": r"$\pm$",
+    "−": r"$-$",
+    "–": "--",
+    "—": "---",
+    "²": r"\textsuperscript{2}",
+    "µ": r"$\mu$",
+    "·": r"$\cdot$",
+    "…": r"\dots{}",
+    "’": "'",
+    "‘": "`",
+    "“": "``",
+    "”": "''",
+    "≠": r"$\neq$",
+    "∞": r"$\infty$",
+    "√": r"$\surd$",
+    "Δ": r"$\Delta$",
+}
+_SPECIAL = {
+    "\\": r"\textbackslash{}",
+    "{": r"\{",
+    "}": r"\}",
+    "$": r"\$",
+    "&": r"\&",
+    "#": r"\#",
+    "^": r"\textasciicircum{}",
+    "_": r"\_",
+    "%": r"\%",
+    "~": r"\textasciitilde{}",
+    "<": r"\textless{}",
+    ">": r"\textgreater{}",
+}
+
+
+def escape(text: str) -> str:
+    """Plain text as LaTeX: special characters escaped, symbols the fonts lack as commands."""
+    out = []
+    for ch in text:
+        if ch in _SPECIAL:
+            out.append(_SPECIAL[ch])
+        elif ch in _UNICODE:
+            out.append(_UNICODE[ch])
+        elif ord(ch) > 0xFF:  # no glyph in T1 fonts: spell it out rather than fail the run
+            out.append(f"[{unicodedata.name(ch, hex(ord(ch))).lower()}]")
+        else:
+            out.append(ch)
+    return "".join(out)
+
+
+def _code(text: str) -> str:
+    # paths and identifiers are long: allow a line break after each separator
+    parts = re.split(r"([/_.,=])", text)
+    return (
+        r"\texttt{"
+        + "".join(escape(p) + (r"\allowbreak{}" if p in "/_.,=" and p else "") for p in parts)
+        + "}"
+    )
+
+
+_INLINE = re.compile(r"\*\*(?P<bold>.+?)\*\*|`(?P<code>[^`]+)`")
+
+
+def inline(text: str) -> str:
+    """The report's inline marks (`**bold**`, `` `code` ``) as LaTeX, the rest escaped."""
+    out, pos = [], 0
+    for m in _INLINE.finditer(text):
+        out.append(escape(text[pos : m.start()]))
+        if m["bold"] is not None:
+            out.append(r"\textbf{" + inline(m["bold"]) + "}")
+        else:
+            out.append(_code(m["code"]))
+        pos = m.end()
+    out.append(escape(text[pos:]))
+    return "".join(out)
+
+
+def _column_widths(table: Table) -> list[float]:
+    """Fractions of the line width, by the length of each column's text (capped, so one long
+    evidence cell does not squeeze the numbers to nothing)."""
+    n = len(table.header)
+    lengths = []
+    for j in range(n):
+        cells = [table.header[j]] + [r[j] if j < len(r) else "" for r in table.rows]
+        longest = max(len(c) for c in cells)
+        lengths.append(min(max(longest, 6), 60))
+    total = sum(lengths)
+    return [max(ln / total, 0.06) for ln in lengths]
+
+
+def _table(table: Table) -> list[str]:
+    widths = _column_widths(table)
+    scale = sum(widths)
+    spec = "".join(
+        rf">{{\raggedright\arraybackslash}}p{{\dimexpr {w / scale:.3f}\linewidth-2\tabcolsep\relax}}"
+        for w in widths
+    )
+    size = r"\scriptsize" if len(widths) > 5 else r"\footnotesize"
+    head = " & ".join(r"\textbf{" + inline(h) + "}" for h in table.header) + r" \\"
+    lines = ["{" + size, rf"\begin{{longtable}}{{@{{}}{spec}@{{}}}}"]
+    if table.caption:
+        lines.append(r"\caption*{" + inline(table.caption) + r"}\\")
+    lines += [r"\toprule", head, r"\midrule", r"\endhead"]
+    for row in table.rows:
+        cells = list(row) + [""] * (len(widths) - len(row))
+        lines.append(" & ".join(inline(c) for c in cells[: len(widths)]) + r" \\")
+    lines += [r"\bottomrule", r"\end{longtable}", "}"]
+    return lines
+
+
+def render_latex(doc: Document) -> str:
+    out = [PREAMBLE, r"\begin{document}", r"\title{" + inline(doc.title) + "}", r"\date{}"]
+    out += [r"\maketitle", r"\vspace{-8ex}"]
+    for block in doc.blocks:
+        if isinstance(block, Heading):
+            out.append(rf"\{_SECTION[block.level]}{{{inline(block.text)}}}")
+        elif isinstance(block, Paragraph):
+            out += [inline(block.text), ""]
+        elif isinstance(block, Bullets):
+            out.append(r"\begin{itemize}")
+            out += [r"\item " + inline(item) for item in block.items]
+            out.append(r"\end{itemize}")
+        elif isinstance(block, Table):
+            out += _table(block)
+        elif isinstance(block, Figure):
+            out += [
+                r"\begin{center}",
+                rf"\includegraphics[width=0.85\linewidth,height=0.38\textheight,keepaspectratio]{{{block.path}}}\\",
+                r"{\small " + inline(block.caption) + "}",
+                r"\end{center}",
+            ]
+        elif isinstance(block, Contents):
+            out.append(r"\tableofcontents")
+        elif isinstance(block, PageBreak):
+            out.append(r"\clearpage")
+    out += [r"\end{document}", ""]
+    return "\n".join(out)
