@@ -146,10 +146,13 @@ def verdict(measured: Quantity | None, paper: tuple[Any, str] | None, *, timing:
     if not numeric:
         return Verdict("agrees", "") if m == p else Verdict("differs", f"{fmt(m)} vs {fmt(p)}")
     diff = m - p
-    if diff == 0 or (timing and p and abs(diff) <= TIMING_TOLERANCE * abs(p)):
-        return Verdict("agrees", "" if diff == 0 else f"{diff:+.2f} ({100 * diff / p:+.1f} %)")
+    shown = f"{diff:+.2f}".removesuffix(".00")
+    if shown in ("+0", "-0"):  # equal at the precision printed
+        return Verdict("agrees", "")
     rel = f" ({100 * diff / p:+.1f} %)" if p else ""
-    return Verdict("differs", f"{diff:+.2f}".rstrip("0").rstrip(".") + rel)
+    if timing and p and abs(diff) <= TIMING_TOLERANCE * abs(p):
+        return Verdict("agrees", shown + rel)
+    return Verdict("differs", shown + rel)
 
 
 def difference(

@@ -1,5 +1,6 @@
 """Render a report `Document` to LaTeX (pdflatex through latexmk; the packages it uses come
-with Debian's texlive-latex-base and texlive-latex-recommended)."""
+with Debian's texlive-latex-base and texlive-latex-recommended, the fonts are TeX's default
+Computer Modern, so no font package is needed)."""
 
 from __future__ import annotations
 
@@ -10,9 +11,7 @@ from .model import Bullets, Contents, Document, Figure, Heading, PageBreak, Para
 
 PREAMBLE = r"""\documentclass[10pt,a4paper]{article}
 \usepackage[margin=18mm]{geometry}
-\usepackage[T1]{fontenc}
 \usepackage[utf8]{inputenc}
-\usepackage{lmodern}
 \usepackage{textcomp}
 \usepackage{amssymb}
 \usepackage{array}
@@ -65,8 +64,8 @@ _SPECIAL = {
     "_": r"\_",
     "%": r"\%",
     "~": r"\textasciitilde{}",
-    "<": r"\textless{}",
-    ">": r"\textgreater{}",
+    "<": r"$<$",
+    ">": r"$>$",
 }
 
 
@@ -78,7 +77,7 @@ def escape(text: str) -> str:
             out.append(_SPECIAL[ch])
         elif ch in _UNICODE:
             out.append(_UNICODE[ch])
-        elif ord(ch) > 0xFF:  # no glyph in T1 fonts: spell it out rather than fail the run
+        elif ord(ch) > 0xFF:  # no glyph in the fonts: spell it out rather than fail the run
             out.append(f"[{unicodedata.name(ch, hex(ord(ch))).lower()}]")
         else:
             out.append(ch)
@@ -129,7 +128,8 @@ def _table(table: Table) -> list[str]:
     widths = _column_widths(table)
     scale = sum(widths)
     spec = "".join(
-        rf">{{\raggedright\arraybackslash}}p{{\dimexpr {w / scale:.3f}\linewidth-2\tabcolsep\relax}}"
+        r">{\raggedright\arraybackslash}"
+        + rf"p{{\dimexpr {w / scale:.3f}\linewidth-2\tabcolsep\relax}}"
         for w in widths
     )
     size = r"\scriptsize" if len(widths) > 5 else r"\footnotesize"
@@ -145,10 +145,35 @@ def _table(table: Table) -> list[str]:
     return lines
 
 
+def _figures(figs: list[Figure]) -> list[str]:
+    """Figures two to a row (a device has up to 22: one per row would double the pages)."""
+    out = []
+    for k in range(0, len(figs), 2):
+        # no extension: pdflatex takes the figure's vector PDF where the rule drew one (a
+        # fraction of the PNG's size and time), the PNG otherwise
+        out.append(r"\par\noindent")
+        for f in figs[k : k + 2]:
+            out += [
+                r"\begin{minipage}[t]{0.49\linewidth}\centering",
+                r"\includegraphics[width=\linewidth,height=0.3\textheight,keepaspectratio]"
+                + f"{{{f.path.removesuffix('.png')}}}\\\\",
+                r"{\footnotesize " + inline(f.caption) + "}",
+                r"\end{minipage}\hfill",
+            ]
+        out.append(r"\par\medskip")
+    return out
+
+
 def render_latex(doc: Document) -> str:
     out = [PREAMBLE, r"\begin{document}", r"\title{" + inline(doc.title) + "}", r"\date{}"]
     out += [r"\maketitle", r"\vspace{-8ex}"]
+    pending: list[Figure] = []
     for block in doc.blocks:
+        if isinstance(block, Figure):
+            pending.append(block)
+            continue
+        out += _figures(pending)
+        pending = []
         if isinstance(block, Heading):
             out.append(rf"\{_SECTION[block.level]}{{{inline(block.text)}}}")
         elif isinstance(block, Paragraph):
@@ -159,16 +184,10 @@ def render_latex(doc: Document) -> str:
             out.append(r"\end{itemize}")
         elif isinstance(block, Table):
             out += _table(block)
-        elif isinstance(block, Figure):
-            out += [
-                r"\begin{center}",
-                rf"\includegraphics[width=0.85\linewidth,height=0.38\textheight,keepaspectratio]{{{block.path}}}\\",
-                r"{\small " + inline(block.caption) + "}",
-                r"\end{center}",
-            ]
         elif isinstance(block, Contents):
             out.append(r"\tableofcontents")
         elif isinstance(block, PageBreak):
             out.append(r"\clearpage")
+    out += _figures(pending)
     out += [r"\end{document}", ""]
     return "\n".join(out)

@@ -27,7 +27,8 @@ def run_devices(
         names = [n for n in names if n in s.devices]
         if not names:
             raise GpuDissectError(
-                f"report --study {study}: none of its twins {list(s.devices)} was given with --device"
+                f"report --study {study}: none of its twins {list(s.devices)} was given "
+                "with --device"
             )
         studies, experiments = [s], s.experiments
     devices = [

@@ -153,7 +153,10 @@ STUDIES: dict[str, Study] = {
         Study(
             key="tpds",
             title="Mei & Chu, IEEE TPDS 2017",
-            citation='X. Mei, X. Chu, "Dissecting GPU Memory Hierarchy through Microbenchmarking", IEEE TPDS 28(1), 2017',
+            citation=(
+                'X. Mei, X. Chu, "Dissecting GPU Memory Hierarchy through Microbenchmarking", '
+                "IEEE TPDS 28(1), 2017"
+            ),
             devices=("gtx560ti", "gtx780", "gtx980"),
             experiments=(
                 "l1_size",
@@ -198,7 +201,10 @@ STUDIES: dict[str, Study] = {
         Study(
             key="npc",
             title="Mei, Zhao, Liu & Chu, NPC 2014",
-            citation='X. Mei, K. Zhao, C. Liu, X. Chu, "Benchmarking the Memory Hierarchy of Modern GPUs", NPC 2014',
+            citation=(
+                'X. Mei, K. Zhao, C. Liu, X. Chu, "Benchmarking the Memory Hierarchy of Modern '
+                'GPUs", NPC 2014'
+            ),
             devices=("gtx560ti", "gtx780", "gtx980"),
             experiments=("cache_stage1", "caches", "bank_conflicts", "tlbs", "latency_patterns"),
             methods=(
@@ -224,7 +230,10 @@ STUDIES: dict[str, Study] = {
         Study(
             key="lashgar",
             title="Lashgar, Salehi & Baniasadi",
-            citation='A. Lashgar, E. Salehi, A. Baniasadi, "A Case Study in Reverse Engineering GPGPUs: Outstanding Memory Handling Resources"',
+            citation=(
+                'A. Lashgar, E. Salehi, A. Baniasadi, "A Case Study in Reverse Engineering '
+                'GPGPUs: Outstanding Memory Handling Resources"'
+            ),
             devices=("tesla_m2070", "tesla_k20"),
             experiments=("l2_flush", "requests"),
             methods=(
@@ -263,7 +272,9 @@ STUDIES: dict[str, Study] = {
         Study(
             key="thesis",
             title="Größler, BSc thesis 2022",
-            citation='D. Größler, "Capturing the Memory Topology of GPUs", BSc thesis, TU Munich, 2022',
+            citation=(
+                'D. Größler, "Capturing the Memory Topology of GPUs", BSc thesis, TU Munich, 2022'
+            ),
             devices=("tesla_k20c",),
             experiments=("l1_size", "cache_stage1", "caches"),
             methods=(

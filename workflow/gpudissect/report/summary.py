@@ -96,15 +96,18 @@ HEADLINES = (
 )
 
 CONFIDENCE = (
-    "**Confidence** (0 to 1, two decimals) says how strongly the trace supports a value, "
-    "computed by the method that derived it: for a size found by the first miss, one minus the "
-    "binomial p-value of the misses against the timing-outlier rate; for change points, the "
-    "Kolmogorov-Smirnov test between the segments; for fitted models (bank conflicts, set "
-    "counts), the goodness of fit (R² or the share of points the model explains); for a "
-    "replacement policy, the share of misses the policy predicts; for a reading with no "
-    "statistic (a count read off a saturated sweep), 1.00 when every repetition agrees. It is "
-    "not a probability that the value is right, and 1.00 does not mean exact: the sweep's "
-    "resolution bounds every size."
+    "**Confidence** (0 to 1, printed with two decimals) is how strongly the trace supports a "
+    "value, computed by the method that derived it (each quantity's `method` and `evidence` "
+    "say which): a size from the first miss, 1 - p of the binomial test of its misses against "
+    "the timing-outlier rate; a change point, 1 - p of the Kolmogorov-Smirnov test between the "
+    "segments; a latency or throughput, 1 / (1 + IQR / median) of its samples; bank count and "
+    "width, the BIC weight of the hypotheses with that value; a fitted line, its R²; the L2 "
+    "partitions, the share of latency variance the two-level split explains; the request-table "
+    "kind, the margin of sweeps that agree with it over the other model, lowered by every "
+    "sweep that contradicts it. A structure read directly off a saturated sweep carries a "
+    "fixed confidence its method sets (1.00 for a count read exactly, 0.90 or 0.95 where the "
+    "method knows a case it can misread). Confidence is not the probability that the value is "
+    "right, and 1.00 is not exactness: the sweep's resolution bounds every size."
 )
 
 VERDICTS = (
@@ -144,8 +147,9 @@ def _verdict_cell(h: Headline, q: Quantity | None, doc: dict[str, Any] | None) -
 
 
 def undetermined(docs: dict[str, dict[str, Any]]) -> list[str]:
-    """Every element-level quantity a document leaves undetermined, with its reason."""
-    items = []
+    """Every element-level quantity a document leaves undetermined, the quantities of one
+    element that share a reason on one line."""
+    groups: dict[tuple[str, str, str], list[str]] = {}
     for exp, doc in docs.items():
         for element, qs in (doc.get("elements") or {}).items():
             if not isinstance(qs, dict):
@@ -153,8 +157,11 @@ def undetermined(docs: dict[str, dict[str, Any]]) -> list[str]:
             for name, q in qs.items():
                 if isinstance(q, dict) and "value" in q and q["value"] is None:
                     reason = q.get("undetermined") or "no reason recorded"
-                    items.append(f"`{element}.{name}` ({exp}): {reason}")
-    return items
+                    groups.setdefault((element, exp, reason), []).append(name)
+    return [
+        f"`{element}` {', '.join(names)} ({exp}): {reason}"
+        for (element, exp, reason), names in groups.items()
+    ]
 
 
 def topology_table(topology: dict[str, Any]) -> Table:
