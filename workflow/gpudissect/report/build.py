@@ -83,7 +83,7 @@ def _study_table(study: Study, table, devices: list[DeviceData]) -> Table:
             measured = (
                 "not measured"
                 if q is None
-                else ("—" if q.value is None else fmt(q.value, row.unit))
+                else ("undetermined" if q.value is None else fmt(q.value, row.unit))
             )
             paper = "—" if p is None or p[0] is None else fmt(p[0], row.unit)
             if v.status == "no paper value":
@@ -128,8 +128,17 @@ def device_part(d: DeviceData, report_dir: Path) -> list[Block]:
         # the sections write "###" headings: one level below the device's part
         blocks += from_markdown(fam.report_section(doc, rel), shift=-1)
         for path, p in zip(rel, figs, strict=True):
-            blocks.append(Figure(path, caption(p.stem, d.name)))
+            blocks.append(Figure(path, caption(p.stem, d.name), wide=_aspect(p) > 1.9))
     return blocks
+
+
+def _aspect(png: Path) -> float:
+    """Width over height from the PNG header (bytes 16-24), without an image library."""
+    with png.open("rb") as fh:
+        head = fh.read(24)
+    if head[:8] != b"\x89PNG\r\n\x1a\n":
+        return 1.0
+    return int.from_bytes(head[16:20], "big") / max(int.from_bytes(head[20:24], "big"), 1)
 
 
 def provenance_appendix(devices: list[DeviceData]) -> list[Block]:

@@ -149,7 +149,7 @@ def verdict(measured: Quantity | None, paper: tuple[Any, str] | None, *, timing:
     shown = f"{diff:+.2f}".removesuffix(".00")
     if shown in ("+0", "-0"):  # equal at the precision printed
         return Verdict("agrees", "")
-    rel = f" ({100 * diff / p:+.1f} %)" if p else ""
+    rel = f" ({100 * diff / p:+.1f} %)" if p and abs(diff / p) >= 0.001 else ""
     if timing and p and abs(diff) <= TIMING_TOLERANCE * abs(p):
         return Verdict("agrees", shown + rel)
     return Verdict("differs", shown + rel)

@@ -20,10 +20,11 @@ PREAMBLE = r"""\documentclass[10pt,a4paper]{article}
 \usepackage{graphicx}
 \usepackage[hidelinks]{hyperref}
 \setlength{\LTcapwidth}{\linewidth}
-\setcounter{tocdepth}{2}
+\setcounter{tocdepth}{1}
 \setlength{\parindent}{0pt}
 \setlength{\parskip}{4pt}
 \raggedbottom
+\sloppy
 """
 
 _SECTION = {1: "section", 2: "subsection", 3: "subsubsection", 4: "paragraph"}
@@ -111,22 +112,24 @@ def inline(text: str) -> str:
     return "".join(out)
 
 
-def _column_widths(table: Table) -> list[float]:
-    """Fractions of the line width, by the length of each column's text (capped, so one long
-    evidence cell does not squeeze the numbers to nothing)."""
+def _column_widths(table: Table, budget: int = 110) -> list[float]:
+    """Fractions of the line width. Each column gets at least its longest word (so a header
+    never runs into its neighbour) and at most its longest cell; what the line has left goes
+    to the columns with long text (evidence), in proportion to how much more they hold."""
     n = len(table.header)
-    lengths = []
-    for j in range(n):
-        cells = [table.header[j]] + [r[j] if j < len(r) else "" for r in table.rows]
-        longest = max(len(c) for c in cells)
-        lengths.append(min(max(longest, 6), 60))
-    total = sum(lengths)
-    return [max(ln / total, 0.06) for ln in lengths]
+    cells = [[table.header[j]] + [r[j] if j < len(r) else "" for r in table.rows] for j in range(n)]
+    least = [min(max(len(w) for c in col for w in (c.split() or [""])), 24) + 1 for col in cells]
+    most = [max(min(max(len(c) for c in col), 80), m) for col, m in zip(cells, least, strict=True)]
+    room = max(budget - sum(least), 0)
+    extra = [mo - le for mo, le in zip(most, least, strict=True)]
+    share = min(1.0, room / sum(extra)) if sum(extra) else 0.0
+    widths = [le + share * ex for le, ex in zip(least, extra, strict=True)]
+    return [w / sum(widths) for w in widths]
 
 
 def _table(table: Table) -> list[str]:
     widths = _column_widths(table)
-    scale = sum(widths)
+    scale = 1.0
     spec = "".join(
         r">{\raggedright\arraybackslash}"
         + rf"p{{\dimexpr {w / scale:.3f}\linewidth-2\tabcolsep\relax}}"
@@ -147,14 +150,21 @@ def _table(table: Table) -> list[str]:
 
 def _figures(figs: list[Figure]) -> list[str]:
     """Figures two to a row (a device has up to 22: one per row would double the pages)."""
-    out = []
-    for k in range(0, len(figs), 2):
+    out: list[str] = []
+    rows: list[list[Figure]] = []
+    for f in figs:  # a wide figure (several panels) takes a row of its own
+        if f.wide or not rows or len(rows[-1]) == 2 or rows[-1][0].wide:
+            rows.append([f])
+        else:
+            rows[-1].append(f)
+    for row in rows:
         # no extension: pdflatex takes the figure's vector PDF where the rule drew one (a
         # fraction of the PNG's size and time), the PNG otherwise
         out.append(r"\par\noindent")
-        for f in figs[k : k + 2]:
+        width = "0.99" if row[0].wide else "0.49"
+        for f in row:
             out += [
-                r"\begin{minipage}[t]{0.49\linewidth}\centering",
+                rf"\begin{{minipage}}[t]{{{width}\linewidth}}\centering",
                 r"\includegraphics[width=\linewidth,height=0.3\textheight,keepaspectratio]"
                 + f"{{{f.path.removesuffix('.png')}}}\\\\",
                 r"{\footnotesize " + inline(f.caption) + "}",

@@ -38,9 +38,8 @@ def render_markdown(doc: Document) -> str:
         elif isinstance(block, Contents):
             out += ["**Contents**", ""]
             for h in doc.blocks:
-                if isinstance(h, Heading) and h.level <= 2:
-                    indent = "  " * (h.level - 1)
-                    out.append(f"{indent}- [{h.text}](#{anchor(h.text)})")
+                if isinstance(h, Heading) and h.level == 1:
+                    out.append(f"- [{h.text}](#{anchor(h.text)})")
             out.append("")
         elif isinstance(block, PageBreak):
             out += ["---", ""]

@@ -39,6 +39,7 @@ class Table:
 class Figure:
     path: str  # relative to the report file
     caption: str
+    wide: bool = False  # several panels side by side: it needs the whole line width
 
 
 @dataclass(frozen=True)

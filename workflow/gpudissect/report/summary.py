@@ -159,7 +159,7 @@ def undetermined(docs: dict[str, dict[str, Any]]) -> list[str]:
                     reason = q.get("undetermined") or "no reason recorded"
                     groups.setdefault((element, exp, reason), []).append(name)
     return [
-        f"`{element}` {', '.join(names)} ({exp}): {reason}"
+        f"`{element}`: {', '.join(f'`{n}`' for n in names)} ({exp}): {reason}"
         for (element, exp, reason), names in groups.items()
     ]
 
