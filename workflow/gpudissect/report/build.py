@@ -123,7 +123,8 @@ def device_part(d: DeviceData, report_dir: Path) -> list[Block]:
         blocks.append(Paragraph("; ".join(facts) + "."))
     for exp, doc in d.docs.items():
         fam = family(exp)
-        figs = [p for p in d.figures if p.stem in fam.figures]
+        by_stem = {p.stem: p for p in d.figures}  # in the family's order, not the file names
+        figs = [by_stem[stem] for stem in fam.figures if stem in by_stem]
         rel = [os.path.relpath(p, report_dir) for p in figs]
         # the sections write "###" headings: one level below the device's part
         blocks += from_markdown(fam.report_section(doc, rel), shift=-1)
