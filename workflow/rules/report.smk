@@ -21,6 +21,21 @@ def topology_files(devices):
     return []
 
 
+def study_figure_files(study, device):
+    """A study draws its figures in a folder of its own (results/figures/<device>/<study>/):
+    the device's figure job needs every experiment, a study only its own."""
+    return [
+        f"results/figures/{device}/{study}/{stem}.{ext}"
+        for exp in study_experiments(study, device)
+        for stem in FAMILY[exp].figures
+        for ext in ("png", "pdf")
+    ]
+
+
+def study_experiments(study, device):
+    return [e for e in experiments_of(device) if e in STUDIES[study].experiments]
+
+
 def study_targets(wildcards):
     study = STUDIES[wildcards.study]
     devices = RUN_STUDIES.get(wildcards.study)
@@ -31,10 +46,11 @@ def study_targets(wildcards):
         )
     targets = []
     for d in devices:
-        for exp in experiments_of(d):
-            if exp in study.experiments:
-                targets.append(f"results/analysis/{d}/{exp}.json")
-                targets += figure_files(d, exp)
+        targets += [
+            f"results/analysis/{d}/{e}.json"
+            for e in study_experiments(wildcards.study, d)
+        ]
+        targets += study_figure_files(wildcards.study, d)
     return targets
 
 
@@ -81,15 +97,17 @@ rule render_study_report:
         md="results/report/{study}.md",
         tex="results/report/{study}.tex",
         tables=directory("results/report/{study}_tables"),
-    wildcard_constraints:
-        study="|".join(STUDIES),
     log:
         "logs/render_report/{study}.log",
+    wildcard_constraints:
+        study="|".join(STUDIES),
     conda:
         ENV
     params:
         args=lambda wc, output: report_args(
-            RUN_STUDIES.get(wc.study, []), output.tables, report_tables(wc.study)
+            RUN_STUDIES.get(wc.study, []),
+            output.tables,
+            report_tables(wc.study),
         ),
         title=lambda wc: f"gpudissect: {STUDIES[wc.study].title} reproduced",
     shell:
@@ -106,14 +124,41 @@ rule compile_report_pdf:
             caption="../report/pdf.rst",
             category="report",
         ),
-    wildcard_constraints:
-        name="|".join(["report", *STUDIES]),
     log:
         "logs/compile_report_pdf/{name}.log",
+    wildcard_constraints:
+        name="|".join(["report", *STUDIES]),
     conda:
         ENV
     shell:
         "python -m gpudissect pdf --tex {input.tex} --out {output.pdf} > {log} 2>&1"
+
+
+for _key, _devices in RUN_STUDIES.items():
+    for _device in _devices:
+        _exps = study_experiments(_key, _device)
+        if not _exps:
+            continue
+
+        rule:
+            name:
+                f"{plot_rule_name(_device)}_for_{_key}"
+            input:
+                trace=[f"results/traces/{_device}/{e}.parquet" for e in _exps],
+                result=[f"results/analysis/{_device}/{e}.json" for e in _exps],
+            output:
+                study_figure_files(_key, _device),
+            log:
+                f"logs/plot/{_device}_for_{_key}.log",
+            localrule: True
+            conda:
+                ENV
+            params:
+                experiments=" ".join(_exps),
+                out_dir=f"results/figures/{_device}/{_key}",
+            shell:
+                "python -m gpudissect plot --experiment {params.experiments} --trace {input.trace}"
+                " --analysis {input.result} --out-dir {params.out_dir} > {log} 2>&1"
 
 
 for _key in STUDIES:

@@ -46,14 +46,18 @@ def load_device(
     topology: Path | None = None,
     benchmarks_dir: Path | None = None,
     experiments: tuple[str, ...] | None = None,
+    figures_flat: bool = False,
 ) -> DeviceData:
+    """A device's documents and figures (`figures_dir/<name>/`, or `figures_dir` itself when
+    `figures_flat`)."""
     docs = {}
     for exp in FAMILIES:
         path = analysis_dir / name / f"{exp}.json"
         if (experiments is None or exp in experiments) and path.is_file():
             docs[exp] = json.loads(path.read_text())
     stems = {s for exp in docs for s in family(exp).figures}
-    figures = [p for p in sorted((figures_dir / name).glob("*.png")) if p.stem in stems]
+    folder = figures_dir if figures_flat else figures_dir / name
+    figures = [p for p in sorted(folder.glob("*.png")) if p.stem in stems]
     topo = json.loads(topology.read_text()) if topology and topology.is_file() else None
     return DeviceData(name, docs, figures, topo, _job_seconds(benchmarks_dir, name))
 

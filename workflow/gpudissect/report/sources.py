@@ -35,7 +35,9 @@ def run_devices(
         load_device(
             n,
             analysis_dir=analysis_dir,
-            figures_dir=figures_dir,
+            # a study draws its figures in a folder of its own (workflow/rules/report.smk)
+            figures_dir=figures_dir if study is None else figures_dir / n / study,
+            figures_flat=study is not None,
             topology=topology_dir / f"{n}.json" if topology_dir else None,
             benchmarks_dir=benchmarks_dir,
             experiments=experiments,
