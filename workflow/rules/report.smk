@@ -150,6 +150,8 @@ for _key, _devices in RUN_STUDIES.items():
                 study_figure_files(_key, _device),
             log:
                 f"logs/plot/{_device}_for_{_key}.log",
+            benchmark:
+                f"results/benchmarks/plot/{_device}_for_{_key}.tsv"
             localrule: True
             conda:
                 ENV

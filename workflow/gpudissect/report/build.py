@@ -36,6 +36,9 @@ class DeviceData:
     figures: list[Path] = field(default_factory=list)
     topology: dict[str, Any] | None = None
     seconds: dict[str, float] = field(default_factory=dict)  # job -> wall seconds
+    figure_dir: str = ""  # where its figure job writes (for the regeneration appendix)
+    plot_job: str = ""  # that job's benchmark key
+    run_name: str = ""  # its name in the run that measured it (a fleet renames it)
 
 
 def load_device(
@@ -59,7 +62,17 @@ def load_device(
     folder = figures_dir if figures_flat else figures_dir / name
     figures = [p for p in sorted(folder.glob("*.png")) if p.stem in stems]
     topo = json.loads(topology.read_text()) if topology and topology.is_file() else None
-    return DeviceData(name, docs, figures, topo, _job_seconds(benchmarks_dir, name))
+    study = figures_dir.name if figures_flat else ""
+    return DeviceData(
+        name,
+        docs,
+        figures,
+        topo,
+        _job_seconds(benchmarks_dir, name),
+        figure_dir=str(folder),
+        plot_job=f"plot/{name}_for_{study}" if study else f"plot/{name}",
+        run_name=name,
+    )
 
 
 def _job_seconds(root: Path | None, device: str) -> dict[str, float]:
@@ -185,23 +198,24 @@ def regenerate_appendix(devices: list[DeviceData], studies: list[Study]) -> list
             (f"study {s.key} (its tables and report)", f"`snakemake --cores 1 {s.key}`", "—")
         )
     for d in devices:
+        run = d.run_name or d.name
+        backend = (next(iter(d.docs.values()), {}).get("device_info") or {}).get("backend")
+        cfg = " --configfile config/gpu.yaml" if backend == "cuda" else ""
         for exp in d.docs:
-            secs = [
-                d.seconds.get(f"{job}/{d.name}_{exp}") for job in ("run_sweep", "analyze_trace")
-            ]
+            secs = [d.seconds.get(f"{job}/{run}_{exp}") for job in ("run_sweep", "analyze_trace")]
             took = "—" if None in secs else f"{sum(secs):.1f} s"  # type: ignore[arg-type]
             rows.append(
                 (
                     f"{d.name}: {exp} tables",
-                    f"`snakemake --cores 1 results/analysis/{d.name}/{exp}.json`",
+                    f"`snakemake --cores 1{cfg} results/analysis/{run}/{exp}.json`",
                     took,
                 )
             )
-        plot = d.seconds.get(f"plot/{d.name}")
+        plot = d.seconds.get(d.plot_job)
         rows.append(
             (
                 f"{d.name}: every figure",
-                f"`snakemake --cores 1 results/figures/{d.name}/<figure>.png`",
+                f"`snakemake --cores 1{cfg} {d.figure_dir}/<figure>.png`",
                 "—" if plot is None else f"{plot:.1f} s",
             )
         )

@@ -68,7 +68,7 @@ def reference_devices(root: Path) -> list[DeviceData]:
             figures_dir=gpu / "figures",
             topology=gpu / "topology" / f"{run}.json",
         )
-        d.name = gpu.name
+        d.name, d.figure_dir = gpu.name, f"results/figures/{run}"
         devices.append(d)
     if not devices:
         raise GpuDissectError(
