@@ -110,9 +110,8 @@ def fmt(value: Any, unit: str = "") -> str:
         for size, name in ((2**20, "MiB"), (2**10, "KiB")):
             if value >= size:
                 text = f"{value / size:.2f}".rstrip("0").rstrip(".")
-                return (
-                    f"{text} {name}" if value % (size // 16) == 0 else f"{text} {name} ({value} B)"
-                )
+                exact = float(text) * size == value  # else the byte count says what it is
+                return f"{text} {name}" if exact else f"{text} {name} ({value} B)"
         return f"{value} B"
     if isinstance(value, float):
         text = f"{value:.2f}"
