@@ -1,6 +1,7 @@
 """The real pipeline, end to end, on a tiny simulated config in a temporary directory."""
 
 import json
+import re
 import shutil
 import subprocess
 import sys
@@ -68,6 +69,30 @@ def test_tiny_pipeline_reports_the_l1_size(workdir):
     assert prov["device_info"]["profile_sha256"]
     assert prov["backend"] == "sim" and prov["config_hash"]
     assert (workdir / "logs/run_sweep/tiny/l1_size.log").exists()
+
+
+def test_report_is_rendered_twice_from_one_model(workdir):
+    report = workdir / "results/report"
+    md, tex = (report / "report.md").read_text(), (report / "report.tex").read_text()
+    assert md.index("## Summary") < md.index("**Contents**") < md.index("## Device tiny")
+    assert r"\section{Summary}" in tex and r"\tableofcontents" in tex
+    assert (report / "tables/provenance.csv").read_text().count("\n") == 1 + 12  # every trace
+    if shutil.which("latexmk"):
+        assert (report / "report.pdf").read_bytes()[:5] == b"%PDF-"
+
+
+def test_html_report_captions_name_their_own_figures(workdir):
+    proc = _snakemake(workdir, "--report", "results/report/report.html")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    html = (workdir / "results/report/report.html").read_text()
+    results = json.loads(re.search(r"var results = (\{.*?\});\n", html, re.S).group(1))
+    figures = {k: v for k, v in results.items() if v["mime_type"] == "image/png"}
+    assert len(figures) == 22  # every figure stem of every family, for the one device
+    for path, item in figures.items():
+        assert Path(path).name in item["caption"], (path, item["caption"][:200])
+        assert item["labels"]["figure"] == Path(path).name
+    tables = [k for k, v in results.items() if v["mime_type"] == "text/csv"]
+    assert "results/report/tables/provenance.csv" in tables
 
 
 def test_second_run_has_nothing_to_do(workdir):
