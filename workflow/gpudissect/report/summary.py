@@ -174,6 +174,14 @@ def topology_table(topology: dict[str, Any]) -> Table:
     return Table(("element", "quantity", "value"), tuple(rows), caption="Memory topology")
 
 
+def _label(h: Headline, docs: dict[str, dict[str, Any]]) -> str:
+    """The headline's label, with the carveout an L1-family value was measured at."""
+    element = lookup(docs.get(h.experiment), h.path.rsplit(".", 1)[0] + ".carveout_pct")
+    if element is None or element.value is None:
+        return h.label
+    return f"{h.label} (carveout {element.value}%)"
+
+
 def device_summary(
     name: str, docs: dict[str, dict[str, Any]], topology: dict | None
 ) -> list[Block]:
@@ -185,11 +193,12 @@ def device_summary(
     for h, q in headline_rows(docs):
         paper_cell, mark = _verdict_cell(h, q, docs.get(h.experiment))
         c = confidence(q.confidence) if q is not None and q.value is not None else "—"
-        rows.append((h.label, measured_cell(q, h.unit), c, paper_cell, mark))
+        rows.append((_label(h, docs), measured_cell(q, h.unit), c, paper_cell, mark))
+    header = ("quantity", "measured", "confidence", "paper", "verdict")
+    if rows and all(r[3] == "—" for r in rows):  # a GPU no paper measured: no empty columns
+        header, rows = header[:3], [r[:3] for r in rows]
     if rows:
-        blocks.append(
-            Table(("quantity", "measured", "confidence", "paper", "verdict"), tuple(rows))
-        )
+        blocks.append(Table(header, tuple(rows)))
     missing = undetermined(docs)
     if missing:
         blocks += [Paragraph(f"Undetermined ({len(missing)}):"), Bullets(tuple(missing))]
