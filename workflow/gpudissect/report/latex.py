@@ -118,7 +118,18 @@ def _column_widths(table: Table, budget: int = 110) -> list[float]:
     to the columns with long text (evidence), in proportion to how much more they hold."""
     n = len(table.header)
     cells = [[table.header[j]] + [r[j] if j < len(r) else "" for r in table.rows] for j in range(n)]
-    least = [min(max(len(w) for c in col for w in (c.split() or [""])), 24) + 1 for col in cells]
+    # header words are bold (a fifth wider)
+    least = [
+        min(
+            max(
+                max(len(w) for w in (c.split() or [""])) * (1.2 if i == 0 else 1)
+                for i, c in enumerate(col)
+            ),
+            24,
+        )
+        + 1
+        for col in cells
+    ]
     most = [max(min(max(len(c) for c in col), 80), m) for col, m in zip(cells, least, strict=True)]
     room = max(budget - sum(least), 0)
     extra = [mo - le for mo, le in zip(most, least, strict=True)]
@@ -129,15 +140,20 @@ def _column_widths(table: Table, budget: int = 110) -> list[float]:
 
 def _table(table: Table) -> list[str]:
     widths = _column_widths(table)
-    scale = 1.0
+    # the columns share what the gaps between them leave of the line (no gap at either end)
+    gaps = 2 * len(widths) - 2
     spec = "".join(
         r">{\raggedright\arraybackslash}"
-        + rf"p{{\dimexpr {w / scale:.3f}\linewidth-2\tabcolsep\relax}}"
+        + rf"p{{\dimexpr(\linewidth-{gaps}\tabcolsep)*{round(w * 1000)}/1000\relax}}"
         for w in widths
     )
     size = r"\scriptsize" if len(widths) > 5 else r"\footnotesize"
     head = " & ".join(r"\textbf{" + inline(h) + "}" for h in table.header) + r" \\"
-    lines = ["{" + size, rf"\begin{{longtable}}{{@{{}}{spec}@{{}}}}"]
+    lines = [
+        "{" + size,
+        r"\setlength{\tabcolsep}{4pt}",
+        rf"\begin{{longtable}}{{@{{}}{spec}@{{}}}}",
+    ]
     if table.caption:
         lines.append(r"\caption*{" + inline(table.caption) + r"}\\")
     lines += [r"\toprule", head, r"\midrule", r"\endhead"]
