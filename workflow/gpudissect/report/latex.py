@@ -181,7 +181,7 @@ def _figures(figs: list[Figure]) -> list[str]:
         for f in row:
             out += [
                 rf"\begin{{minipage}}[t]{{{width}\linewidth}}\centering",
-                r"\includegraphics[width=\linewidth,height=0.3\textheight,keepaspectratio]"
+                r"\includegraphics[width=\linewidth,height=0.45\textheight,keepaspectratio]"
                 + f"{{{f.path.removesuffix('.png')}}}\\\\",
                 r"{\footnotesize " + inline(f.caption) + "}",
                 r"\end{minipage}\hfill",
