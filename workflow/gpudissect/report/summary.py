@@ -159,9 +159,15 @@ def undetermined(docs: dict[str, dict[str, Any]]) -> list[str]:
                     reason = q.get("undetermined") or "no reason recorded"
                     groups.setdefault((element, exp, reason), []).append(name)
     return [
-        f"`{element}`: {', '.join(f'`{n}`' for n in names)} ({exp}): {reason}"
+        f"`{element}`: {', '.join(f'`{n}`' for n in names)} ({exp}): {_gist(reason)}"
         for (element, exp, reason), names in groups.items()
     ]
+
+
+def _gist(reason: str) -> str:
+    """The first clause of a reason (the summary stays short; the device's part has it whole)."""
+    cuts = [i for sep in (": ", "; ", " (") if (i := reason.find(sep, 15)) > 0]
+    return reason if not cuts else reason[: min(cuts)] + " (see the device's part)"
 
 
 def topology_table(topology: dict[str, Any]) -> Table:
