@@ -2,6 +2,7 @@
 
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -105,6 +106,30 @@ def test_tiny_pipeline_writes_a_valid_topology_that_traces_back(workdir):
     assert size["value"] == 2048 and size["experiment"] in ("cache_stage1", "l1_size")
     doc = json.loads((workdir / size["analysis"]).read_text())
     assert resolve_pointer(doc, size["source"])["value"] == 2048
+
+
+def test_report_is_rendered_twice_from_one_model(workdir):
+    report = workdir / "results/report"
+    md, tex = (report / "report.md").read_text(), (report / "report.tex").read_text()
+    assert md.index("## Summary") < md.index("**Contents**") < md.index("## Device tiny")
+    assert r"\section{Summary}" in tex and r"\tableofcontents" in tex
+    assert (report / "tables/provenance.csv").read_text().count("\n") == 1 + 12  # every trace
+    if shutil.which("latexmk"):
+        assert (report / "report.pdf").read_bytes()[:5] == b"%PDF-"
+
+
+def test_html_report_captions_name_their_own_figures(workdir):
+    proc = _snakemake(workdir, "--report", "results/report/report.html")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    html = (workdir / "results/report/report.html").read_text()
+    results = json.loads(re.search(r"var results = (\{.*?\});\n", html, re.S).group(1))
+    figures = {k: v for k, v in results.items() if v["mime_type"] == "image/png"}
+    assert len(figures) == 22  # every figure stem of every family, for the one device
+    for path, item in figures.items():
+        assert Path(path).name in item["caption"], (path, item["caption"][:200])
+        assert item["labels"]["figure"] == Path(path).name
+    tables = [k for k, v in results.items() if v["mime_type"] == "text/csv"]
+    assert "results/report/tables/provenance.csv" in tables
 
 
 def test_second_run_has_nothing_to_do(workdir):

@@ -16,6 +16,7 @@ import tempfile
 from pathlib import Path
 
 from .exceptions import ConfigError, GpuDissectError
+from .report.studies import STUDIES as STUDY_KEYS
 
 log = logging.getLogger("gpudissect")
 
@@ -195,24 +196,48 @@ def _read_table(analysis_path: str):
 
 
 def cmd_report(args: argparse.Namespace) -> int:
-    from .families import FAMILIES
-    from .report.render import DeviceResults, render_report
+    """Markdown and LaTeX from one report model (and its tables as CSV), from a run's results
+    (--device) or a fleet of reference results (--reference)."""
+    from .report.render import render_report, write_tables
+    from .report.sources import reference_devices, run_devices
+    from .report.studies import STUDIES
 
-    devices = []
-    for name in args.device:
-        docs = tuple(
-            p for exp in FAMILIES if (p := Path(args.analysis, name, f"{exp}.json")).is_file()
+    opt = lambda p: Path(p) if p else None  # noqa: E731
+    if args.reference:
+        devices, studies = reference_devices(Path(args.reference)), list(STUDIES.values())
+    elif args.device:
+        for name in args.device:
+            if not any(Path(args.analysis, name).glob("*.json")):
+                raise GpuDissectError(
+                    f"report --device: no result documents for device {name!r} under "
+                    f"{args.analysis}/{name}/; allowed: a device with results, here "
+                    f"{_devices_with_results(Path(args.analysis)) or 'none'}"
+                )
+        devices, studies = run_devices(
+            args.device,
+            analysis_dir=Path(args.analysis),
+            figures_dir=Path(args.figures),
+            topology_dir=opt(args.topology),
+            benchmarks_dir=opt(args.benchmarks),
+            study=args.study,
         )
-        if not docs:
-            raise GpuDissectError(
-                f"report --device: no result documents for device {name!r} under "
-                f"{args.analysis}/{name}/; allowed: a device with results, here "
-                f"{_devices_with_results(Path(args.analysis)) or 'none'}"
-            )
-        figs = tuple(sorted(Path(args.figures, name).glob("*.png")))
-        devices.append(DeviceResults(name=name, documents=docs, figures=figs))
-    out = render_report(devices, title=args.title, out=args.out)
-    print(f"report written: {out}")
+    else:
+        raise GpuDissectError("report: give --device NAME... (a run) or --reference DIR (a fleet)")
+    doc = render_report(devices, title=args.title, out=args.out, tex=args.tex, studies=studies)
+    if args.tables_dir:
+        write_tables(doc, Path(args.tables_dir), tuple(args.table or ()))
+    print(f"report written: {args.out}")
+    if args.pdf:
+        from .report.render import compile_pdf
+
+        print(f"pdf written: {compile_pdf(Path(args.out).with_suffix('.tex'), args.pdf)}")
+    return 0
+
+
+def cmd_pdf(args: argparse.Namespace) -> int:
+    from .report.render import compile_pdf
+
+    print(f"pdf written: {compile_pdf(args.tex, args.out)}")
     return 0
 
 
@@ -367,17 +392,30 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--out", required=True, help="the .json to write")
     s.set_defaults(func=cmd_topology)
 
-    s = sub.add_parser("report", help="render results/report/report.md")
+    s = sub.add_parser("report", help="render the report (Markdown and LaTeX) of a run or a fleet")
     s.add_argument(
-        "--device", nargs="+", required=True, help="the devices to report (each needs results)"
+        "--device", nargs="+", help="devices of the run, in report order (each needs results)"
     )
+    s.add_argument("--reference", help="a fleet: every <gpu>/ of this folder (results/reference)")
+    s.add_argument("--study", choices=sorted(STUDY_KEYS), help="only this study's part")
     s.add_argument(
         "--analysis", default="results/analysis", help="folder of <device>/<experiment>.json"
     )
     s.add_argument("--figures", default="results/figures", help="folder of <device>/*.png")
+    s.add_argument("--topology", help="folder of <device>.json topology documents, if any")
+    s.add_argument("--benchmarks", help="Snakemake benchmark folder (job times), if any")
     s.add_argument("--title", default="gpudissect report", help="the report's title")
     s.add_argument("--out", default="results/report/report.md", help="the Markdown to write")
+    s.add_argument("--tex", help="LaTeX output (default: --out with .tex)")
+    s.add_argument("--tables-dir", help="write the named tables here as CSV")
+    s.add_argument("--table", nargs="*", help="exactly these named tables (with --tables-dir)")
+    s.add_argument("--pdf", help="also compile the LaTeX to this PDF (latexmk)")
     s.set_defaults(func=cmd_report)
+
+    s = sub.add_parser("pdf", help="compile a report's LaTeX to PDF with latexmk")
+    s.add_argument("--tex", required=True)
+    s.add_argument("--out", required=True)
+    s.set_defaults(func=cmd_pdf)
     return p
 
 

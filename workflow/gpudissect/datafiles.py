@@ -13,6 +13,7 @@ from pathlib import Path
 DATA_DIR = Path(__file__).resolve().parent / "data"
 SCHEMA_DIR = DATA_DIR / "schemas"
 PAPERS_DIR = DATA_DIR / "papers"
+CAPTIONS_DIR = DATA_DIR / "captions"  # links to workflow/report/figures (one .rst a figure)
 
 
 def schema_file(name: str) -> Path:

@@ -5,6 +5,8 @@ rule analyze_trace:
         result="results/analysis/{device}/{experiment}.json",
     log:
         "logs/analyze_trace/{device}/{experiment}.log",
+    benchmark:
+        "results/benchmarks/analyze_trace/{device}_{experiment}.tsv"
     conda:
         ENV
     params:

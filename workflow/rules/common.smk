@@ -1,5 +1,6 @@
 import os
 import re
+import shutil
 import sys
 from pathlib import Path
 
@@ -16,6 +17,7 @@ from gpudissect.provenance import config_hash, git_commit  # noqa: E402
 # The jobs record the commit of this workflow's checkout when their package cannot tell its own
 # (an installed, not editable, package).
 os.environ.setdefault("GPUDISSECT_GIT_COMMIT", git_commit(workflow.basedir))
+from gpudissect.report.studies import STUDIES  # noqa: E402
 
 try:
     RUN = parse_run_config(config)
@@ -133,7 +135,78 @@ def device_targets(device):
 
 
 def all_targets():
-    targets = ["results/report/report.md"]
+    # the PDF needs latexmk and TeX (README: Requirements); without them the run ends at the
+    # Markdown and LaTeX and says so
+    targets = ["results/report/report.md", "results/report/report.tex"]
+    if shutil.which("latexmk"):
+        targets.append("results/report/report.pdf")
+    else:
+        print("gpudissect: latexmk not found: report.pdf is skipped", file=sys.stderr)
     for name in DEVICES:
         targets += device_targets(name)
     return targets
+
+
+# ---- the report and the studies (workflow/rules/report.smk) ----
+
+# Studies whose twins this config runs: each gets a part in the report and a target of its own.
+RUN_STUDIES = {
+    key: [d for d in s.devices if d in DEVICES] for key, s in STUDIES.items()
+}
+RUN_STUDIES = {key: devs for key, devs in RUN_STUDIES.items() if devs}
+
+
+def report_tables(study=None):
+    """The named tables a report writes (its CSV exports, report items of the HTML report)."""
+    keys = [study] if study else list(RUN_STUDIES)
+    names = [t.name for k in keys for t in STUDIES[k].tables]
+    if study is None and len(DEVICES) > 1:
+        names.append("fleet")
+    return names + ["provenance", "regenerate"]
+
+
+def topology_files(devices):
+    """The topology documents the report summarises (rule build_topology)."""
+    return [f"results/topology/{d}.json" for d in devices]
+
+
+def study_figure_files(study, device):
+    """A study draws its figures in a folder of its own (results/figures/<device>/<study>/):
+    the device's figure job needs every experiment, a study only its own."""
+    return [
+        f"results/figures/{device}/{study}/{stem}.{ext}"
+        for exp in study_experiments(study, device)
+        for stem in FAMILY[exp].figures
+        for ext in ("png", "pdf")
+    ]
+
+
+def study_experiments(study, device):
+    return [e for e in experiments_of(device) if e in STUDIES[study].experiments]
+
+
+def study_targets(wildcards):
+    study = STUDIES[wildcards.study]
+    devices = RUN_STUDIES.get(wildcards.study)
+    if not devices:
+        raise WorkflowError(
+            f"gpudissect: study {wildcards.study!r} needs the twins {list(study.devices)}; "
+            f"none is among the configured devices {sorted(DEVICES)}"
+        )
+    targets = []
+    for d in devices:
+        targets += [
+            f"results/analysis/{d}/{e}.json"
+            for e in study_experiments(wildcards.study, d)
+        ]
+        targets += study_figure_files(wildcards.study, d)
+        targets.append(f"results/topology/{wildcards.study}/{d}.json")
+    return targets
+
+
+def report_args(devices, tables_dir, tables, topology_dir="results/topology"):
+    topo = f"--topology {topology_dir}" if devices else ""
+    return (
+        f"--device {' '.join(devices)} {topo} --benchmarks results/benchmarks"
+        f" --tables-dir {tables_dir} --table {' '.join(tables)}"
+    )

@@ -22,17 +22,20 @@ for _device in DEVICES:
         output:
             png=[
                 report(
-                    f,
-                    caption="../report/figure.rst",
+                    f"results/figures/{_device}/{stem}.png",
+                    caption=f"../report/figures/{stem}.rst",
                     category=e,
                     subcategory=_device,
+                    labels={"device": _device, "figure": f"{stem}.png"},
                 )
                 for e in _exps
-                for f in figure_files(_device, e)
+                for stem in FAMILY[e].figures
             ],
             pdf=[f for e in _exps for f in figure_files(_device, e, "pdf")],
         log:
             f"logs/plot/{_device}.log",
+        benchmark:
+            f"results/benchmarks/plot/{_device}.tsv"
         localrule: True
         conda:
             ENV

@@ -5,6 +5,8 @@ rule run_sweep:
         trace="results/traces/{device}/{experiment}.parquet",
     log:
         "logs/run_sweep/{device}/{experiment}.log",
+    benchmark:
+        "results/benchmarks/run_sweep/{device}_{experiment}.tsv"
     conda:
         CUDA_ENV if RUN.cuda_devices else ENV
     resources:

@@ -8,6 +8,27 @@ rule build_topology:
         topology="results/topology/{device}.json",
     log:
         "logs/build_topology/{device}.log",
+    wildcard_constraints:
+        device=r"[A-Za-z0-9_.\-]+",
+    conda:
+        ENV
+    shell:
+        "python -m gpudissect topology --device {wildcards.device}"
+        " --analyses {input.analyses} --out {output.topology} > {log} 2>&1"
+
+
+rule build_study_topology:
+    input:
+        analyses=lambda wc: [
+            f"results/analysis/{wc.device}/{exp}.json"
+            for exp in study_experiments(wc.study, wc.device)
+        ],
+    output:
+        topology="results/topology/{study}/{device}.json",
+    log:
+        "logs/build_topology/{study}/{device}.log",
+    wildcard_constraints:
+        study="|".join(STUDIES),
     conda:
         ENV
     shell:

@@ -9,6 +9,7 @@ import math
 import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
+from matplotlib.ticker import MaxNLocator
 
 from . import placeholder, set_theme
 
@@ -71,11 +72,13 @@ def _sets_figure(details: dict, device: str):
     for ax, name in zip(axes, names, strict=True):
         m = details[name]["misses_per_k"]
         k, missing, lines = np.array(m["k"]), np.array(m["missing_lines"]), np.array(m["lines"])
-        ax.step(k, missing, where="mid", label="missing lines")
+        # the count at k holds from k on: a "mid" step drew every rise half a line early
+        ax.step(k, missing, where="post", marker="o", ms=2, label="missing lines")
         ax.plot(k, lines, ls=":", color="grey", label="lines in the array")
         for bk, _ in details[name].get("bursts", []):
             ax.axvline(bk, color="C3", lw=0.4, alpha=0.5)
         ax.set_title(f"{name}: new sets overflow (red)", fontsize=9)
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))  # k counts lines
         ax.set_xlabel("extra lines k (array C + k b)")
         ax.set_ylabel("lines that miss")
         ax.legend(fontsize=7, loc="upper left")
@@ -97,6 +100,8 @@ def _replacement_figure(details: dict, doc: dict):
         seq = np.array(d["replaced_ways"][:64])
         ax_seq.scatter(np.arange(seq.size), seq + 1, s=10, marker="s")
         ax_seq.set_ylim(0.5, ways + 0.5)
+        for axis in (ax_seq.xaxis, ax_seq.yaxis, ax_bar.xaxis):  # counts and way numbers
+            axis.set_major_locator(MaxNLocator(integer=True))
         ax_seq.set_xlabel("miss number (cold walk over ways + 1 lines of one set)")
         ax_seq.set_ylabel("way replaced")
         policy = doc["elements"].get(name, {}).get("policy", {}).get("value")

@@ -7,7 +7,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 import seaborn as sns
-from matplotlib.ticker import FuncFormatter
+from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
 
 from . import set_theme
 
@@ -55,9 +55,10 @@ def plot_l2(data: pd.DataFrame, doc: dict) -> dict:
         ylabel="latency (cycles)",
         title="latency against footprint",
     )
-    plain = FuncFormatter(lambda v, _: f"{v:g}")
-    a.xaxis.set_major_formatter(plain)
-    a.xaxis.set_minor_formatter(plain)
+    # labels on powers of two only: labelled minor ticks overlapped on a log axis
+    a.xaxis.set_major_locator(LogLocator(base=2, numticks=8))
+    a.xaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
+    a.xaxis.set_minor_formatter(NullFormatter())
     a.legend()
     if plateaus:
         shown = data.assign(plateau=_plateau_of(data["array_bytes"], plateaus))

@@ -12,9 +12,25 @@ from . import set_theme
 MIB = 2**20
 
 
+def fitted_misses(extra_pages: int, ways: list[int]) -> int:
+    """Missed entries per traversal of the model the analysis fits (TPDS Fig. 10): the sets
+    overflow one per extra page in the order found, every page of an overflowing LRU set
+    misses (ways + 1), and past the last set each extra page adds one miss."""
+    if extra_pages <= 0:
+        return 0
+    full = min(extra_pages, len(ways))
+    return sum(w + 1 for w in ways[:full]) + max(0, extra_pages - len(ways))
+
+
+def _model_label(ways: list[int]) -> str:
+    if len(ways) == 1:
+        return f"fitted: 1 set of {ways[0]} ways (LRU)"
+    return f"fitted: {len(ways)} sets of {'/'.join(map(str, ways))} ways (LRU)"
+
+
 def plot_tlb_misses(doc: dict, *, title: str):
     """Misses per traversal of the stride = page walks against array size (TPDS Fig. 10), for
-    the L1 and L2 TLB, with the expected line of an equal-set cache for contrast."""
+    the L1 and L2 TLB, with the misses of the set structure the analysis fitted dashed."""
     set_theme()
     rows = pd.DataFrame(doc.get("pages") or [])
     fig, axes = plt.subplots(1, 2, figsize=(10, 3.6), layout="constrained")
@@ -46,14 +62,8 @@ def plot_tlb_misses(doc: dict, *, title: str):
         ax.plot(size, r[column], marker="o", ms=4, label="measured")
         ways = (doc["elements"][f"{name}_tlb"].get("ways_per_set") or {}).get("value")
         if entries and ways:
-            sets = len(ways)
-            equal = [
-                0
-                if m <= entries
-                else min(m - entries, sets) * (entries // sets + 1) + max(0, m - entries - sets)
-                for m in r["elements"]
-            ]
-            ax.plot(size, equal, ls="--", lw=1, label=f"{sets} equal sets (LRU)")
+            model = [fitted_misses(int(m) - entries, ways) for m in r["elements"]]
+            ax.plot(size, model, ls="--", lw=1, label=_model_label(ways))
             ax.axvline(entries * page / MIB, color="grey", lw=0.8, ls=":")
         ax.set(
             title=f"{label}: ways {ways}" if ways else label,

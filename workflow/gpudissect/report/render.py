@@ -1,72 +1,95 @@
-"""Render `results/report/report.md` from the analysis documents and figures of every device."""
+"""Write the report: one `Document`, rendered to Markdown and LaTeX side by side (and its named
+tables as CSV, for `snakemake --report`), and the PDF from the LaTeX through latexmk."""
 
 from __future__ import annotations
 
-import json
+import csv
 import os
-from dataclasses import dataclass
+import shutil
+import subprocess
+import tempfile
 from pathlib import Path
-from typing import Any
 
-from ..families import FAMILIES, family
-
-
-@dataclass(frozen=True)
-class DeviceResults:
-    name: str
-    documents: tuple[Path, ...]  # result JSONs, one per experiment
-    figures: tuple[Path, ...]
+from ..exceptions import GpuDissectError
+from .build import DeviceData, build_document
+from .latex import render_latex
+from .markdown import render_markdown
+from .model import Document
+from .studies import Study
 
 
-def _device_header(doc: dict[str, Any]) -> list[str]:
-    lines = []
-    info = doc.get("device_info", {})
-    if info:
-        keys = ("name", "backend", "compute_capability", "profile", "driver_version", "uuid")
-        facts = [f"{k}: {info[k]}" for k in keys if info.get(k) is not None]
-        lines += ["Device: " + "; ".join(facts) + ".", ""]
-    return lines
+def _write(path: Path, text: str) -> None:
+    tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
+    tmp.write_text(text)
+    os.replace(tmp, path)
 
 
-def render_report(devices: list[DeviceResults], *, title: str, out: str | os.PathLike) -> Path:
-    """One section per device and experiment (in FAMILIES order), figures after each section."""
+def write_tables(doc: Document, out_dir: Path, names: tuple[str, ...] = ()) -> list[Path]:
+    """The named tables as CSV (`names`: write exactly these, an empty file for one this report
+    lacks, so a rule's declared outputs always exist)."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    tables = {t.name: t for t in doc.tables() if t.name}
+    written = []
+    for name in names or tuple(tables):
+        path = out_dir / f"{name}.csv"
+        tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
+        with tmp.open("w", newline="") as fh:
+            if name in tables:
+                w = csv.writer(fh)
+                w.writerow(tables[name].header)
+                w.writerows(tables[name].rows)
+        os.replace(tmp, path)
+        written.append(path)
+    return written
+
+
+def render_report(
+    devices: list[DeviceData],
+    *,
+    title: str,
+    out: str | os.PathLike,
+    studies: list[Study],
+    tex: str | os.PathLike | None = None,
+) -> Document:
+    """`out` (Markdown) and `tex` (LaTeX; default beside it) from one document."""
     out = Path(out)
     out.parent.mkdir(parents=True, exist_ok=True)
-
-    def rel(p: Path) -> str:
-        return os.path.relpath(p, out.parent)
-
-    lines = [
-        f"# {title}",
-        "",
-        "Every number below was derived by an analysis rule from a trace; each trace's "
-        "provenance (commit, config hash, device or simulator profile, clocks) is in its "
-        "Parquet metadata and summarised per device.",
-        "",
-    ]
-    order = list(FAMILIES)
-    for d in devices:
-        docs = [json.loads(Path(p).read_text()) for p in d.documents]
-        docs.sort(
-            key=lambda doc: order.index(doc["analysis"]) if doc["analysis"] in order else len(order)
+    doc = build_document(devices, title=title, report_dir=out.parent, studies=studies)
+    tex = Path(tex) if tex else out.with_suffix(".tex")
+    if tex.parent.resolve() != out.parent.resolve():
+        raise GpuDissectError(
+            f"report: --tex {tex} must sit beside --out {out} (figure paths are relative)"
         )
-        lines += [f"## {d.name}", ""]
-        if docs:
-            lines += _device_header(docs[0])
-        for doc in docs:
-            trace = doc.get("trace", {})
-            fam = family(doc["analysis"])
-            figs = [p for p in d.figures if p.stem in fam.figures]
-            lines += fam.report_section(doc, [rel(p) for p in figs])
-            lines += [
-                f"Trace `{doc['analysis']}`: commit `{trace.get('git_commit')}`, config hash "
-                f"`{str(trace.get('config_hash'))[:12]}`"
-                + (f", written {trace['created_utc']}." if trace.get("created_utc") else "."),
-                "",
-            ]
-            for fig in figs:
-                lines += [f"![{fig.stem}]({rel(fig)})", ""]
-    tmp = out.with_name(f".{out.name}.tmp{os.getpid()}")
-    tmp.write_text("\n".join(lines))
-    os.replace(tmp, out)
+    _write(out, render_markdown(doc))
+    _write(tex, render_latex(doc))
+    return doc
+
+
+def compile_pdf(tex: str | os.PathLike, out: str | os.PathLike) -> Path:
+    """`out` from `tex` with latexmk (pdflatex), built in a scratch folder beside the source so
+    a failed run leaves neither a PDF nor auxiliary files behind."""
+    tex, out = Path(tex).resolve(), Path(out)
+    if shutil.which("latexmk") is None:
+        raise GpuDissectError(
+            "pdf: latexmk is not on PATH; install it with the TeX packages the report uses "
+            "(Debian: apt-get install latexmk texlive-latex-recommended)"
+        )
+    with tempfile.TemporaryDirectory(dir=tex.parent, prefix=".latex-") as build:
+        cmd = [
+            "latexmk",
+            "-pdf",
+            "-interaction=nonstopmode",
+            "-halt-on-error",
+            f"-outdir={build}",
+            tex.name,
+        ]
+        proc = subprocess.run(cmd, cwd=tex.parent, capture_output=True, text=True)
+        pdf = Path(build) / f"{tex.stem}.pdf"
+        if proc.returncode != 0 or not pdf.is_file():
+            log = Path(build) / f"{tex.stem}.log"
+            tail = log.read_text(errors="replace")[-3000:] if log.is_file() else proc.stdout[-3000:]
+            raise GpuDissectError(f"pdf: {' '.join(cmd)} failed (exit {proc.returncode}):\n{tail}")
+        out.parent.mkdir(parents=True, exist_ok=True)
+        shutil.move(str(pdf), out.with_name(f".{out.name}.tmp{os.getpid()}"))
+        os.replace(out.with_name(f".{out.name}.tmp{os.getpid()}"), out)
     return out

@@ -22,6 +22,12 @@ def paper_values(filename: str, doc: dict[str, Any]) -> dict[str, Any] | None:
     return gpus.get(doc.get("device_info", {}).get("name", ""))
 
 
+def conf(q: dict[str, Any] | None) -> str:
+    """A quantity's confidence, printed one way everywhere: two decimals."""
+    c = q.get("confidence") if q else None
+    return "—" if c is None else f"{c:.2f}"
+
+
 def _kib(v: Any) -> str:
     return "—" if v is None else f"{v / 1024:g} KiB ({v} B)"
 
@@ -53,7 +59,7 @@ def l1_size_section(doc: dict[str, Any], figures: list[str]) -> list[str]:
         lines.append(
             f"| {carve} | {s['shared_buffer_bytes'] // 1024} KiB | {_fmt(size, _kib)} | "
             f"{_fmt(q.get('hit_latency_cycles'), lambda v: f'{v:g} cycles')} | "
-            f"{size.get('confidence', '—')} | {size.get('evidence', size.get('undetermined'))} |"
+            f"{conf(size)} | {size.get('evidence', size.get('undetermined'))} |"
         )
     lines.append("")
     for s in doc["series"]:
@@ -101,16 +107,16 @@ def pchase_classic_section(doc: dict[str, Any], figures: list[str]) -> list[str]
         "| parameter | Saavedra1992 | Wong2010 |",
         "| --- | --- | --- |",
     ]
-    for key, label in (
-        ("size_bytes", "cache size C"),
-        ("line_bytes", "line size b"),
-        ("ways", "ways a"),
+    for key, label, unit_fmt in (
+        ("size_bytes", "cache size C", _kib),
+        ("line_bytes", "line size b", lambda v: f"{v} B"),
+        ("ways", "ways a", str),
     ):
         cells = []
         for m in ("saavedra", "wong"):
             q = inf[m].get(key, {})
             cells.append(
-                str(q["value"])
+                unit_fmt(q["value"])
                 if q.get("value") is not None
                 else f"undetermined ({q.get('undetermined', '—')})"
             )
@@ -172,7 +178,7 @@ def l2_section(doc: dict[str, Any], figures: list[str]) -> list[str]:
         if q.get("bracket_bytes"):
             lo, hi = q["bracket_bytes"]
             text += f" (in [{_mib(lo)}, {_mib(hi)}) at the sweep's resolution)"
-        lines.append(f"- {label}: {text}, confidence {q.get('confidence', '—')}")
+        lines.append(f"- {label}: {text}, confidence {conf(q)}")
         if q["method"] not in methods:
             methods.append(q["method"])
     steps = doc.get("steps", [])

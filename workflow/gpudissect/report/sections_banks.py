@@ -45,6 +45,13 @@ def bank_conflicts_section(doc: dict[str, Any], figures: list[str]) -> list[str]
     if "model" not in doc:
         return lines + [f"- {_v(shared.get('banks'))}", ""]
     m = doc["model"]
+    law = [x for x in doc.get("misses", []) if x["linear_law_misses"]]
+    # a slope the linear law does not hold for is no cost per way: say so in its cell
+    slope_cell = (
+        f"undetermined: the linear law misses {len(law)} of {m['points']} points by more than 5%"
+        if len(law) > m["points"] / 10
+        else _v(shared["conflict_latency_cycles"], "{:.2f}")
+    )
     paper = paper_values(doc, "banks") or {}
     cite = paper.get("cite", {})
     lines += [
@@ -55,10 +62,10 @@ def bank_conflicts_section(doc: dict[str, Any], figures: list[str]) -> list[str]
         f"{paper.get('bank_width_bytes', '—')} | {cite.get('bank_width_bytes', '')} |",
         f"| bank modes (bytes) | {_v(shared['modes_bytes'])} | {paper.get('modes_bytes', '—')} "
         f"| {cite.get('modes_bytes', '')} |",
-        f"| latency without conflict (cycles) | {_v(shared['hit_latency_cycles'], '{:g}')} | "
+        f"| latency without conflict (cycles) | {_v(shared['hit_latency_cycles'], '{:.2f}')} | "
         f"{paper.get('latency_no_conflict_cycles', '—')} | "
         f"{cite.get('latency_no_conflict_cycles', '')} |",
-        f"| cycles per extra way (fit) | {_v(shared['conflict_latency_cycles'], '{:g}')} | — | |",
+        f"| cycles per extra way (fit) | {slope_cell} | — | |",
         "",
         f"Model: latency = {m['base_cycles']:g} (95% CI {m['base_ci95_cycles']}) + "
         f"{m['slope_cycles']:g} (95% CI {m['slope_ci95_cycles']}) x (degree - 1), "
@@ -98,9 +105,7 @@ def bank_conflicts_section(doc: dict[str, Any], figures: list[str]) -> list[str]
             f"{row['latency_cycles']:g} | {p if p is not None else '—'} | "
             f"{_pct_diff(row['latency_cycles'], p)} |"
         )
-    missed = doc.get("misses", [])
-    degree_misses = [x for x in missed if x["degree_model_misses"]]
-    law = [x for x in missed if x["linear_law_misses"]]
+    degree_misses = [x for x in doc.get("misses", []) if x["degree_model_misses"]]
     lines.append("")
     if degree_misses:
         shown = ", ".join(

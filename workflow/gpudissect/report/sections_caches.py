@@ -64,7 +64,7 @@ def stage1_section(doc: dict[str, Any], figures: list[str]) -> list[str]:
     if doc.get("carveout_pct"):
         lines += [f"Measured at L1/shared carveout {doc['carveout_pct']}%.", ""]
     lines += [
-        "| path | level | element | size | sector | line | hit | miss | penalty |",
+        "| path | level | element | first-miss size | sector | line | hit | miss | penalty |",
         "| --- | --- | --- | --- | --- | --- | --- | --- | --- |",
     ]
     notes = []
@@ -97,6 +97,12 @@ def stage1_section(doc: dict[str, Any], figures: list[str]) -> list[str]:
                 q = lv.get(k, {})
                 if q.get("value") is None and q.get("undetermined"):
                     notes.append(f"- `{path}` level {lv['level']} {k}: {q['undetermined']}")
+    notes.append(
+        "- First-miss size: the footprint at which this path's walk first misses at a small "
+        "stride. For the L2 of a GPU with near and far partitions this is the near partition "
+        "only; the L2 size of the summary is the footprint sweep's (`l2`), where latency "
+        "reaches DRAM."
+    )
     lines += ["", *notes, "", f"Naming rule: {doc.get('naming_rule')}.", ""]
     return lines
 

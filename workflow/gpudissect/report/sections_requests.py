@@ -9,6 +9,7 @@ from typing import Any
 from gpudissect import yamlio
 
 from ..datafiles import paper_file
+from .sections import conf
 
 PAPER_FILE = paper_file("lashgar.yaml")
 
@@ -43,6 +44,22 @@ def _cite(p: dict[str, Any] | None) -> str:
     return f"{p['value']} ({p['cite']})"
 
 
+PATTERN_ORDER = ("unq", "merger2", "merger4", "merger8", "merger16", "merger32")
+
+
+def _spike_verdict(sat: int | None, paper: dict[str, Any] | None) -> str:
+    """The measured saturation against the paper's spike: agrees within two threads (the
+    paper reads "from 128 to 130 threads" off its plots), or differs, and by how much."""
+    if paper is None:
+        return ""
+    if paper.get("threads") is None:
+        return "agrees" if sat is None else f"**differs**: saturates at {sat}, the paper sees none"
+    if sat is None:
+        return f"**differs**: no saturation, the paper's spike is at {paper['threads']}"
+    diff = sat - paper["threads"]
+    return "agrees" if abs(diff) <= 2 else f"**differs**: {diff:+d} threads"
+
+
 def requests_section(doc: dict[str, Any], figures: list[str]) -> list[str]:
     el = doc["elements"]["requests"]
     paper = paper_values(doc)
@@ -55,7 +72,7 @@ def requests_section(doc: dict[str, Any], figures: list[str]) -> list[str]:
     ]
     for key in ("kind", "entries", "merge_capacity", "max_outstanding", "per_warp_limit"):
         q = el.get(key, {})
-        lines.append(f"| {key} | {_q(q)} | {q.get('confidence', '—')} | {_cite(pr.get(key))} |")
+        lines.append(f"| {key} | {_q(q)} | {conf(q)} | {_cite(pr.get(key))} |")
     lines.append("")
     if el.get("kind", {}).get("evidence"):
         lines += [f"Evidence: {el['kind']['evidence']}.", ""]
@@ -65,10 +82,14 @@ def requests_section(doc: dict[str, Any], figures: list[str]) -> list[str]:
         "reads its plots; smaller rises are issue and write-back serialisation):",
         "",
         "| pattern | N | saturation (threads) | rise (cycles) | first serialisation spike | "
-        "paper |",
-        "| --- | --- | --- | --- | --- | --- |",
+        "paper | verdict |",
+        "| --- | --- | --- | --- | --- | --- | --- |",
     ]
-    for s in doc.get("sweeps", []):
+    order = {p: k for k, p in enumerate(PATTERN_ORDER)}
+    sweeps = sorted(
+        doc.get("sweeps", []), key=lambda s: (order.get(s["pattern"], 99), s["loads_per_thread"])
+    )
+    for s in sweeps:
         p = spikes.get((s["pattern"], s["loads_per_thread"])) or spikes.get((s["pattern"], None))
         if p is None:
             paper_cell = "—"
@@ -87,7 +108,8 @@ def requests_section(doc: dict[str, Any], figures: list[str]) -> list[str]:
         lines.append(
             f"| {s['pattern']} | {s['loads_per_thread']} | {sat_cell} | "
             f"{s['saturation_jump_cycles'] if sat is not None else '—'} | "
-            f"{s['first_serialisation_threads'] or '—'} | {paper_cell} |"
+            f"{s['first_serialisation_threads'] or '—'} | {paper_cell} | "
+            f"{_spike_verdict(sat, p)} |"
         )
     lines.append("")
     fp = doc.get("footprint", {})
@@ -109,7 +131,7 @@ def l2_flush_section(doc: dict[str, Any], figures: list[str]) -> list[str]:
         "",
         "| quantity | measured | confidence | paper |",
         "| --- | --- | --- | --- |",
-        f"| l2 size | {measured} | {q.get('confidence', '—')} | "
+        f"| l2 size | {measured} | {conf(q)} | "
         + (f"{paper['value'] / 1024:g} KiB ({paper['cite']})" if paper else "—")
         + " |",
         "",

@@ -4,12 +4,13 @@ paper values only from config/papers/thesis.yaml (Thesis Table 5.4), as the comp
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 from gpudissect import yamlio
 
-PAPER_FILE = Path(__file__).resolve().parents[3] / "config" / "papers" / "thesis.yaml"
+from ..datafiles import paper_file
+
+PAPER_FILE = paper_file("thesis.yaml")
 
 
 def _paper(doc: dict) -> dict:

@@ -108,6 +108,15 @@ def shared_throughput_section(doc: dict[str, Any], figures: list[str]) -> list[s
             f"- Against the measured bank structure ({banks['banks']} banks x "
             f"{banks['bank_width_bytes']} B = {banks['bytes_per_cycle']} bytes per cycle): {effs}."
         )
+        if banks["bytes_per_cycle"] != theory:
+            lines.append(
+                f"- Two ceilings, two questions: the efficiency column divides by {theory:g} "
+                "bytes per cycle (banks x the bytes a bank delivers per SM cycle, the ceiling "
+                "TPDS Table VII uses), the line above by "
+                f"{banks['bytes_per_cycle']} (every bank serving its full width every cycle). "
+                "The first compares with the paper; the second says how much of the banks' "
+                "raw width the copy uses."
+            )
         little = banks.get("little_law")
         if little:
             p = paper.get("warps_needed_at_ilp1")
