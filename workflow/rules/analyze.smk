@@ -5,6 +5,8 @@ rule analyze_trace:
         result="results/analysis/{device}/{experiment}.json",
     log:
         "logs/analyze_trace/{device}/{experiment}.log",
+    # a few seconds of CPU: on a cluster it runs where the run started, not as a job
+    localrule: True
     conda:
         ENV
     params:

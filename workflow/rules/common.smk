@@ -76,6 +76,20 @@ def gpu_count(wildcards):
     return 1 if DEVICES[wildcards.device].backend == "cuda" else 0
 
 
+def _device_value(key):
+    return lambda wildcards: getattr(DEVICES[wildcards.device], key) or ""
+
+
+# Slurm placement of the sweeps (profiles/slurm): a device entry's `partition` and `gpu_model`.
+# Set only when some entry names one, so that otherwise a partition set in the profile's
+# default-resources still reaches the sweeps (a rule's resource overrides the profile's default).
+SWEEP_PLACEMENT = {
+    resource: _device_value(key)
+    for resource, key in (("slurm_partition", "partition"), ("gpu_model", "gpu_model"))
+    if any(getattr(d, key) for d in RUN.devices)
+}
+
+
 def plot_rule_name(device):
     """The name of a device's figure job, `plot_` and the device name with `_` for every
     character that may not appear in a name of a Snakemake job."""

@@ -5,6 +5,8 @@ rule render_report:
         report="results/report/report.md",
     log:
         "logs/render_report/render_report.log",
+    # a few seconds of CPU: on a cluster it runs where the run started, not as a job
+    localrule: True
     conda:
         ENV
     params:
