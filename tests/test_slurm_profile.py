@@ -24,16 +24,20 @@ CONFIG = "tests/data/two_device_config.yaml"
 pytestmark = pytest.mark.slow
 
 
-def _skip_reason() -> str | None:
-    if os.geteuid() != 0:
-        return "starting slurmctld, slurmd and munged needs root"
-    if not shutil.which("slurmctld") or not shutil.which("munged"):
-        return "slurm-wlm and munge are not installed (tests/slurm_localhost.sh install)"
+def _plugin_missing() -> str | None:
     try:
         import snakemake_executor_plugin_slurm  # noqa: F401
     except ImportError:
         return "snakemake-executor-plugin-slurm is not installed (pip install -e .[slurm])"
     return None
+
+
+def _skip_reason() -> str | None:
+    if os.geteuid() != 0:
+        return "starting slurmctld, slurmd and munged needs root"
+    if not shutil.which("slurmctld") or not shutil.which("munged"):
+        return "slurm-wlm and munge are not installed (tests/slurm_localhost.sh install)"
+    return _plugin_missing()
 
 
 @pytest.fixture(scope="module")
@@ -138,3 +142,64 @@ def test_cluster_run_costs_little_more_than_the_local_one(runs):
     # queue waits and one Snakemake start-up per sweep job are the price; the goal is under
     # twice the local time, with a minute of slack for a loaded machine
     assert slurm_s < 2 * local_s + 60, (local_s, slurm_s)
+
+
+def _dry_run(work: Path, *args: str) -> str:
+    bin_dir = str(Path(sys.executable).parent)
+    proc = subprocess.run(
+        [sys.executable, "-m", "snakemake", "--dry-run", *args],
+        cwd=work,
+        capture_output=True,
+        text=True,
+        env={"PATH": f"{bin_dir}:/usr/bin:/bin", "HOME": str(work)},
+        timeout=300,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return proc.stdout + proc.stderr
+
+
+def _sweep_resources(out: str) -> dict[str, dict[str, str]]:
+    """`resources:` of every run_sweep job of a dry run, by its device."""
+    found = {}
+    for block in out.split("rule run_sweep:")[1:]:
+        device = re.search(r"wildcards: device=([^,\s]+)", block).group(1)
+        line = re.search(r"resources: (.*)", block).group(1)
+        found.setdefault(device, dict(kv.split("=", 1) for kv in line.split(", ")))
+    return found
+
+
+def test_fleet_sweeps_ask_for_one_gpu_of_their_partition_and_model(tmp_path):
+    if _plugin_missing():
+        pytest.skip(_plugin_missing())
+    work = _copy_workflow(tmp_path)
+    out = _dry_run(
+        work, "--profile", "profiles/slurm", "--configfile", "config/gpu.yaml", "config/fleet.yaml"
+    )
+    got = _sweep_resources(out)
+    # config/fleet.yaml: h100 on partition gpu, type h100; h200 on gpu-h200, type h200
+    assert got["h100"]["gpu"] == "1" and got["h200"]["gpu"] == "1"
+    assert (got["h100"]["slurm_partition"], got["h100"]["gpu_model"]) == ("gpu", "h100")
+    assert (got["h200"]["slurm_partition"], got["h200"]["gpu_model"]) == ("gpu-h200", "h200")
+    # both devices' documents feed one report
+    assert out.count("rule render_report:") == 1 and "plot_h100" in out and "plot_h200" in out
+
+
+def test_sim_sweeps_ask_for_no_gpu_and_keep_the_profiles_partition(tmp_path):
+    if _plugin_missing():
+        pytest.skip(_plugin_missing())
+    work = _copy_workflow(tmp_path)
+    out = _dry_run(work, "--profile", "profiles/slurm", "--configfile", CONFIG)
+    for res in _sweep_resources(out).values():
+        assert res["gpu"] == "0"
+        # no device entry names a partition: the rule sets none, the profile's default applies
+        assert "slurm_partition" not in res and "gpu_model" not in res
+
+
+def test_cuda_arch_from_the_command_line_needs_no_gpu(tmp_path):
+    # a login node has no GPU to detect the arch from: --config cuda_arch names it
+    work = _copy_workflow(tmp_path)
+    out = _dry_run(
+        work, "--cores", "1", "--configfile", "config/gpu.yaml", "--config", "cuda_arch=sm_89"
+    )
+    assert "results/build/sm_89/pchase.cubin" in out
+    assert "sm_90" not in out
