@@ -29,7 +29,9 @@ def device_arch(device):
         return detect_arch(device.index)
     except GpuDissectError as exc:
         raise WorkflowError(
-            f"gpudissect: devices entry {device.name!r}: {exc}"
+            f"gpudissect: devices entry {device.name!r}: {exc}; where the run starts on a host "
+            "without the GPU (a cluster's login node), name the arch for every cuda device "
+            "with --config cuda_arch=sm_XX"
         ) from None
 
 
