@@ -17,6 +17,9 @@ from pathlib import Path
 
 import pytest
 
+from gpudissect.config import parse
+from gpudissect.exceptions import ConfigError
+
 REPO = Path(__file__).resolve().parents[1]
 CLUSTER = REPO / "tests" / "slurm_localhost.sh"
 JOBCOMP_LOG = Path("/var/log/slurm/jobcomp.log")
@@ -203,3 +206,24 @@ def test_cuda_arch_from_the_command_line_needs_no_gpu(tmp_path):
     )
     assert "results/build/sm_89/pchase.cubin" in out
     assert "sm_90" not in out
+
+
+def test_placement_keys_are_for_cuda_entries_and_an_entrys_arch_wins():
+    sim = {"name": "s", "backend": "sim", "profile": str(REPO / "tests/data/tiny_profile.yaml")}
+    for key, value in (("partition", "gpu"), ("gpu_model", "h100")):
+        with pytest.raises(ConfigError, match=rf"devices\[0\]\.{key}: only for backend cuda"):
+            parse({"devices": [{**sim, key: value}]})
+    run = parse(
+        {
+            "cuda_arch": "sm_89",
+            "devices": [
+                {"name": "a", "backend": "cuda", "arch": "sm_90", "partition": "gpu"},
+                {"name": "b", "backend": "cuda", "gpu_model": "h200"},
+            ],
+        }
+    )
+    a, b = run.devices
+    assert (a.arch, a.partition, a.gpu_model) == ("sm_90", "gpu", None)
+    assert (b.arch, b.partition, b.gpu_model) == ("sm_89", None, "h200")
+    with pytest.raises(ConfigError, match="gpu_model"):
+        parse({"devices": [{"name": "c", "backend": "cuda", "gpu_model": "a100:2"}]})
