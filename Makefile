@@ -39,7 +39,7 @@ lint: $(VENV)/.installed
 
 # The Slurm test (tests/test_slurm_profile.py) submits through the executor plugin.
 $(VENV)/.slurm: $(VENV)/.installed
-	$(BIN)/python -m pip install -q "$(SLURM_PLUGIN)"
+	$(BIN)/python -m pip install -q -c requirements.lock "$(SLURM_PLUGIN)"
 	touch $@
 
 test: lint $(VENV)/.slurm
