@@ -79,11 +79,21 @@ def bundle(tmp_path_factory):
             shutil.copy2(path, src / os.fsdecode(name))
     subprocess.run(["git", "init", "-q"], cwd=src, check=True)
     subprocess.run(["git", "add", "-A"], cwd=src, check=True)
-    # the bundle's report: the tiny config, run here with the current environment
+    # the bundle's report: the tiny config, run here with the current environment; `-o` keeps
+    # make from reinstalling that environment (an editable install would then point at this
+    # temporary copy)
     venv = Path(sys.executable).parent.parent
     start = time.monotonic()
     proc = subprocess.run(
-        ["make", "artifact", f"VENV={venv}", "CORES=2", f"ARTIFACT_RUN=--configfile {TINY}"],
+        [
+            "make",
+            "artifact",
+            f"VENV={venv}",
+            "-o",
+            f"{venv}/.installed",
+            "CORES=2",
+            f"ARTIFACT_RUN=--configfile {TINY}",
+        ],
         cwd=src,
         capture_output=True,
         text=True,
