@@ -5,13 +5,17 @@ BIN    := $(VENV)/bin
 CORES  ?= 1
 export PATH := $(abspath $(BIN)):$(PATH)
 
-.PHONY: reproduce test lint bench gpu-test clean help
+# the Slurm executor plugin of the `slurm` extra, pinned there
+SLURM_PLUGIN = $(shell sed -n 's/^slurm = \["\(.*\)"\]$$/\1/p' pyproject.toml)
+
+.PHONY: reproduce test lint bench gpu-test artifact clean help
 
 help:
 	@echo "make reproduce   create $(VENV), install pinned deps, run the default pipeline"
 	@echo "make test        lint + the whole test suite (incl. snakemake --lint, a tiny pipeline run)"
 	@echo "make bench       simulator and pipeline speed benchmarks"
 	@echo "make gpu-test    the GPU tests (on a GPU host with pycuda)"
+	@echo "make artifact    dist/gpudissect-artifact-<version>.tar.gz (see ARTIFACT.md)"
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -33,7 +37,12 @@ lint: $(VENV)/.installed
 	$(BIN)/snakefmt --check Snakefile workflow/rules
 	$(BIN)/snakemake --lint --cores 1
 
-test: lint
+# The Slurm test (tests/test_slurm_profile.py) submits through the executor plugin.
+$(VENV)/.slurm: $(VENV)/.installed
+	$(BIN)/python -m pip install -q -c requirements.lock "$(SLURM_PLUGIN)"
+	touch $@
+
+test: lint $(VENV)/.slurm
 	$(BIN)/python -m pytest -q
 
 gpu-test: $(VENV)/.installed
@@ -43,5 +52,38 @@ bench: $(VENV)/.installed
 	$(BIN)/python benchmarks/bench_sim.py
 	$(BIN)/python benchmarks/bench_pipeline.py
 
+# --- the artifact-evaluation bundle (ARTIFACT.md) ---------------------------------------------
+VERSION  = $(shell sed -n 's/^version = "\(.*\)"$$/\1/p' pyproject.toml)
+ARTIFACT = gpudissect-artifact-$(VERSION)
+STAGE    = build/artifact/$(ARTIFACT)
+# Wheels are downloaded here once and reused by later builds; the bundle's wheelhouse is then
+# resolved from this folder alone (--no-index), which shows that it installs offline.
+WHEEL_CACHE ?= $(HOME)/.cache/gpudissect/wheelhouse
+# The `cuda` extra (pure wheels, cuda-python's bindings for this Python, pycuda's source archive
+# and what building it needs) and the `slurm` extra, beside the pinned lock.
+CUDA_REQS = "pycuda>=2024.1" "nvidia-ml-py>=12" "cuda-python>=12"
+WHEEL_ARGS = -r requirements.lock "setuptools>=69" wheel $(CUDA_REQS) "$(SLURM_PLUGIN)" \
+	--no-binary pycuda -c requirements.lock
+
+artifact: dist/$(ARTIFACT).tar.gz
+
+# The bundle's report: the default pipeline's (`make reproduce` renders it; this runs it when
+# absent). ARTIFACT_RUN adds arguments to that run (the bundle test renders a tiny config).
+ARTIFACT_RUN ?=
+results/report/report.md: | $(VENV)/.installed
+	$(BIN)/snakemake --cores $(CORES) $(ARTIFACT_RUN)
+
+dist/$(ARTIFACT).tar.gz: results/report/report.md $(VENV)/.installed
+	rm -rf build/artifact && mkdir -p $(STAGE) dist $(WHEEL_CACHE)
+	git ls-files -z | xargs -0 tar -cf - | tar -xf - -C $(STAGE)
+	cp -r results/report results/analysis results/figures $(STAGE)/results/
+	$(BIN)/python -m pip download -q -d $(WHEEL_CACHE) $(WHEEL_ARGS)
+	$(BIN)/python -m pip download -q --no-index --find-links $(WHEEL_CACHE) \
+		-d $(STAGE)/wheelhouse $(WHEEL_ARGS)
+	tar -czf $@.tmp -C build/artifact $(ARTIFACT)
+	mv $@.tmp $@
+	rm -rf build/artifact
+	@echo "Artifact: $(abspath $@)"
+
 clean:
-	rm -rf results/build results/traces results/analysis results/figures results/report logs .snakemake
+	rm -rf build/artifact results/build results/traces results/analysis results/figures results/report logs .snakemake

@@ -46,6 +46,8 @@ class DeviceEntry:
     index: int
     arch: str | None
     carveouts: tuple[int, ...]
+    partition: str | None  # Slurm partition of the sweeps (profiles/slurm)
+    gpu_model: str | None  # Slurm GPU type of the sweeps
     experiments: dict[str, Any]  # effective (merged) experiment sections, raw for hashing
     params: dict[str, Any]  # typed parameters of each experiment (see gpudissect.families)
 
@@ -294,7 +296,7 @@ def parse(raw: dict[str, Any], *, base_dir: str | os.PathLike = ".") -> RunConfi
                     "profile YAML file"
                 )
             _check_profile(profile, f"{where}.profile")
-            for k in ("arch", "carveouts"):
+            for k in ("arch", "carveouts", "partition", "gpu_model"):
                 if k in raw["devices"][i]:
                     raise ConfigError(f"{where}.{k}: only for backend cuda, not sim")
         else:
@@ -316,8 +318,10 @@ def parse(raw: dict[str, Any], *, base_dir: str | os.PathLike = ".") -> RunConfi
                 profile=profile,
                 seed=d["seed"],
                 index=d["index"],
-                arch=d.get("arch"),
+                arch=d.get("arch") or (cfg.get("cuda_arch") if d["backend"] == "cuda" else None),
                 carveouts=tuple(d["carveouts"]),
+                partition=d.get("partition"),
+                gpu_model=d.get("gpu_model"),
                 experiments=merged,
                 params=_typed_params(merged, exp_where),
             )

@@ -7,6 +7,8 @@ rule analyze_trace:
         "logs/analyze_trace/{device}/{experiment}.log",
     benchmark:
         "results/benchmarks/analyze_trace/{device}_{experiment}.tsv"
+    # a few seconds of CPU: on a cluster it runs where the run started, not as a job
+    localrule: True
     conda:
         ENV
     params:

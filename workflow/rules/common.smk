@@ -46,7 +46,9 @@ def device_arch(device):
         return detect_arch(device.index)
     except GpuDissectError as exc:
         raise WorkflowError(
-            f"gpudissect: devices entry {device.name!r}: {exc}"
+            f"gpudissect: devices entry {device.name!r}: {exc}; where the run starts on a host "
+            "without the GPU (a cluster's login node), name the arch for every cuda device "
+            "with --config cuda_arch=sm_XX"
         ) from None
 
 
@@ -103,6 +105,20 @@ def extra_input_args(wildcards, input):
 
 def gpu_count(wildcards):
     return 1 if DEVICES[wildcards.device].backend == "cuda" else 0
+
+
+def _device_value(key):
+    return lambda wildcards: getattr(DEVICES[wildcards.device], key) or ""
+
+
+# Slurm placement of the sweeps (profiles/slurm): a device entry's `partition` and `gpu_model`.
+# Set only when some entry names one, so that otherwise a partition set in the profile's
+# default-resources still reaches the sweeps (a rule's resource overrides the profile's default).
+SWEEP_PLACEMENT = {
+    resource: _device_value(key)
+    for resource, key in (("slurm_partition", "partition"), ("gpu_model", "gpu_model"))
+    if any(getattr(d, key) for d in RUN.devices)
+}
 
 
 def plot_rule_name(device):

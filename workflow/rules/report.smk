@@ -16,6 +16,8 @@ rule render_report:
         ],
     log:
         "logs/render_report/render_report.log",
+    # a few seconds of CPU: on a cluster it runs where the run started, not as a job
+    localrule: True
     conda:
         ENV
     params:

@@ -10,6 +10,7 @@ rule run_sweep:
     conda:
         CUDA_ENV if RUN.cuda_devices else ENV
     resources:
+        **SWEEP_PLACEMENT,
         gpu=gpu_count,
     params:
         device=lambda wc: wc.device,

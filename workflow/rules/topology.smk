@@ -10,6 +10,8 @@ rule build_topology:
         "logs/build_topology/{device}.log",
     wildcard_constraints:
         device=r"[A-Za-z0-9_.\-]+",
+    # a second of CPU: on a cluster it runs where the run started, not as a job
+    localrule: True
     conda:
         ENV
     shell:
@@ -29,6 +31,7 @@ rule build_study_topology:
         "logs/build_topology/{study}/{device}.log",
     wildcard_constraints:
         study="|".join(STUDIES),
+    localrule: True
     conda:
         ENV
     shell:
