@@ -128,10 +128,11 @@ def test_summary_values_are_the_documents_values():
 def test_topology_table_only_when_there_is_a_document():
     docs = {"l1_size": _doc({"l1d": {"size_bytes": {"value": 2048, "unit": "bytes"}}})}
     without = device_summary("d", docs, None)
-    topo = {"elements": {"l2": {"size_bytes": {"value": 2**21, "unit": "bytes"}}}}
+    topo = {"device": "d", "elements": {"l2": {"size_bytes": {"value": 2**21, "unit": "bytes"}}}}
     with_topo = device_summary("d", docs, topo)
-    assert len(with_topo) == len(without) + 1
-    assert with_topo[1].rows == (("l2", "size_bytes", "2 MiB"),)
+    assert len(with_topo) == len(without) + 2  # the table and its notes
+    (row,) = with_topo[1].rows
+    assert row[:2] == ("L2", "2 MiB")
 
 
 def test_undetermined_groups_quantities_of_one_reason():

@@ -413,8 +413,8 @@ def build_parser() -> argparse.ArgumentParser:
     s.set_defaults(func=cmd_report)
 
     s = sub.add_parser("pdf", help="compile a report's LaTeX to PDF with latexmk")
-    s.add_argument("--tex", required=True)
-    s.add_argument("--out", required=True)
+    s.add_argument("--tex", required=True, help="the report's .tex (beside its figures)")
+    s.add_argument("--out", required=True, help="the .pdf to write")
     s.set_defaults(func=cmd_pdf)
     return p
 

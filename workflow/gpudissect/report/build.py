@@ -172,19 +172,19 @@ def provenance_appendix(devices: list[DeviceData]) -> list[Block]:
                     exp,
                     f"`{str(t.get('git_commit'))[:10]}`",
                     f"`{str(t.get('config_hash'))[:10]}`",
-                    str(t.get("created_utc", "—")),
                     f"{info.get('backend', '—')}: {source}",
                 )
             )
     return [
         Heading(1, "Appendix: provenance"),
         Paragraph(
-            "One row per trace: the commit and config hash it was measured at, when, and on "
-            "what (the simulator profile or the GPU). The full provenance (clocks before and "
-            "after, cubin and profile SHA-256, host) is in each trace's Parquet metadata."
+            "One row per trace: the commit and config hash it was measured at, and on what (the "
+            "simulator profile or the GPU's UUID). The full provenance (clocks before and after, "
+            "cubin and profile SHA-256, host) is in each trace's Parquet metadata; the time a "
+            "sweep ran is in its log, so that a trace is the same file for the same seed."
         ),
         Table(
-            ("device", "experiment", "commit", "config", "written (UTC)", "measured on"),
+            ("device", "experiment", "commit", "config", "measured on"),
             tuple(rows),
             name="provenance",
         ),
