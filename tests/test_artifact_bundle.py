@@ -73,10 +73,12 @@ def bundle(tmp_path_factory):
         ["git", "ls-files", "-z"], cwd=REPO, capture_output=True, check=True
     ).stdout.split(b"\0")
     for name in filter(None, files):
-        path = REPO / os.fsdecode(name)
-        if path.is_file():
-            (src / os.fsdecode(name)).parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(path, src / os.fsdecode(name))
+        path, dst = REPO / os.fsdecode(name), src / os.fsdecode(name)
+        dst.parent.mkdir(parents=True, exist_ok=True)
+        if path.is_symlink():  # the package's data/ links to config/ (tracked as links)
+            os.symlink(os.readlink(path), dst)
+        elif path.is_file():
+            shutil.copy2(path, dst)
     subprocess.run(["git", "init", "-q"], cwd=src, check=True)
     subprocess.run(["git", "add", "-A"], cwd=src, check=True)
     # the bundle's report: the tiny config, run here with the current environment; `-o` keeps

@@ -152,6 +152,14 @@ def _check_traceable(doc):
     return checked
 
 
+@pytest.mark.parametrize("gpu", ["h100", "h200"])
+def test_the_committed_reference_topologies_validate_and_trace_back(gpu):
+    doc = json.loads(Path(f"results/reference/{gpu}/topology/gpu0.json").read_text())
+    validate_topology(doc)
+    assert _check_traceable(doc) > 50
+    assert doc["gpu"].startswith(f"NVIDIA {gpu.upper()}")
+
+
 def test_every_value_of_the_h100_reference_topology_traces_back_to_an_analysis():
     docs = sorted(str(p) for p in H100.glob("*.json"))
     doc = build_topology("gpu0", docs, REGISTRY)
