@@ -193,7 +193,7 @@ def test_scoreboard_limit_lower_bound_when_no_n_exceeds_it():
 
 
 def test_pattern_offsets_match_the_simulators_merger_addresses():
-    from gpudissect.sim.outstanding import merger_addresses
+    from gpudissect.sim.coalescing import merger_addresses
 
     for k in PATTERNS.values():
         a = pattern_offsets(threads=70, loads_per_thread=3, merge_threads=k, block_bytes=128)

@@ -10,9 +10,9 @@ import numpy as np
 import pytest
 
 from gpudissect.exceptions import ProfileError
+from gpudissect.sim.coalescing import merger_addresses
 from gpudissect.sim.outstanding import (
     RequestsSpec,
-    merger_addresses,
     run_request_kernel,
     simulate_request_kernel,
 )

@@ -1,0 +1,141 @@
+"""The commands that write documents from a run's results: the topology document (`topology`),
+the report (`report`) and its PDF (`pdf`). `gpudissect.cli` adds them to its parser."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+from .exceptions import ConfigError, GpuDissectError
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    """Markdown and LaTeX from one report model (and its tables as CSV), from a run's results
+    (--device) or a fleet of reference results (--reference)."""
+    from .report.render import render_report, write_tables
+    from .report.sources import reference_devices, run_devices
+    from .report.studies import STUDIES
+
+    opt = lambda p: Path(p) if p else None  # noqa: E731
+    if args.reference:
+        devices, studies = reference_devices(Path(args.reference)), list(STUDIES.values())
+    elif args.device:
+        for name in args.device:
+            if not any(Path(args.analysis, name).glob("*.json")):
+                raise GpuDissectError(
+                    f"report --device: no result documents for device {name!r} under "
+                    f"{args.analysis}/{name}/; allowed: a device with results, here "
+                    f"{_devices_with_results(Path(args.analysis)) or 'none'}"
+                )
+        devices, studies = run_devices(
+            args.device,
+            analysis_dir=Path(args.analysis),
+            figures_dir=Path(args.figures),
+            topology_dir=opt(args.topology),
+            benchmarks_dir=opt(args.benchmarks),
+            study=args.study,
+        )
+    else:
+        raise GpuDissectError("report: give --device NAME... (a run) or --reference DIR (a fleet)")
+    doc = render_report(devices, title=args.title, out=args.out, tex=args.tex, studies=studies)
+    if args.tables_dir:
+        write_tables(doc, Path(args.tables_dir), tuple(args.table or ()))
+    print(f"report written: {args.out}")
+    if args.pdf:
+        from .report.render import compile_pdf
+
+        print(f"pdf written: {compile_pdf(Path(args.out).with_suffix('.tex'), args.pdf)}")
+    return 0
+
+
+def cmd_pdf(args: argparse.Namespace) -> int:
+    from .report.render import compile_pdf
+
+    print(f"pdf written: {compile_pdf(args.tex, args.out)}")
+    return 0
+
+
+def cmd_topology(args: argparse.Namespace) -> int:
+    from .analysis.result import write_result
+    from .families import FAMILIES
+    from .topology import build_topology, to_mt4g, validate_topology
+
+    if args.source:
+        with open(args.source) as f:
+            doc = json.load(f)
+    else:
+        docs = args.analyses or [
+            str(p)
+            for exp in FAMILIES
+            if (p := Path(args.analysis, args.device, f"{exp}.json")).is_file()
+        ]
+        if not docs:
+            raise ConfigError(
+                f"--device {args.device!r}: no analysis documents under "
+                f"{Path(args.analysis, args.device)}; run the pipeline for that device first"
+            )
+        doc = build_topology(args.device, docs, tuple(FAMILIES))
+    validate_topology(doc)
+    out = write_result(args.out, to_mt4g(doc) if args.format == "mt4g" else doc)
+    print(f"topology written: {out}")
+    return 0
+
+
+def _devices_with_results(analysis: Path) -> list[str]:
+    return sorted(p.name for p in analysis.glob("*") if p.is_dir() and any(p.glob("*.json")))
+
+
+def add_document_commands(sub) -> None:
+    """The `topology`, `report` and `pdf` subcommands, on the parser's subparsers `sub`."""
+    from .report.studies import STUDIES as STUDY_KEYS
+
+    s = sub.add_parser(
+        "topology",
+        help="the topology document of one device (from its analyses), or MT4G's form of one",
+    )
+    src = s.add_mutually_exclusive_group(required=True)
+    src.add_argument("--device", help="build from results/analysis/<DEVICE>/*.json")
+    src.add_argument("--from", dest="source", help="an existing topology document to convert")
+    s.add_argument(
+        "--analysis", default="results/analysis", help="the analysis folder (with --device)"
+    )
+    s.add_argument(
+        "--analyses",
+        nargs="+",
+        metavar="JSON",
+        help="build from exactly these analysis documents (default: every one of the device)",
+    )
+    s.add_argument(
+        "--format",
+        choices=("gpudissect", "mt4g"),
+        default="gpudissect",
+        help="gpudissect: this project's document (config/README.md); mt4g: MT4G's field names",
+    )
+    s.add_argument("--out", required=True, help="the .json to write")
+    s.set_defaults(func=cmd_topology)
+
+    s = sub.add_parser("report", help="render the report (Markdown and LaTeX) of a run or a fleet")
+    s.add_argument(
+        "--device", nargs="+", help="devices of the run, in report order (each needs results)"
+    )
+    s.add_argument("--reference", help="a fleet: every <gpu>/ of this folder (results/reference)")
+    s.add_argument("--study", choices=sorted(STUDY_KEYS), help="only this study's part")
+    s.add_argument(
+        "--analysis", default="results/analysis", help="folder of <device>/<experiment>.json"
+    )
+    s.add_argument("--figures", default="results/figures", help="folder of <device>/*.png")
+    s.add_argument("--topology", help="folder of <device>.json topology documents, if any")
+    s.add_argument("--benchmarks", help="Snakemake benchmark folder (job times), if any")
+    s.add_argument("--title", default="gpudissect report", help="the report's title")
+    s.add_argument("--out", default="results/report/report.md", help="the Markdown to write")
+    s.add_argument("--tex", help="LaTeX output (default: --out with .tex)")
+    s.add_argument("--tables-dir", help="write the named tables here as CSV")
+    s.add_argument("--table", nargs="*", help="exactly these named tables (with --tables-dir)")
+    s.add_argument("--pdf", help="also compile the LaTeX to this PDF (latexmk)")
+    s.set_defaults(func=cmd_report)
+
+    s = sub.add_parser("pdf", help="compile a report's LaTeX to PDF with latexmk")
+    s.add_argument("--tex", required=True, help="the report's .tex (beside its figures)")
+    s.add_argument("--out", required=True, help="the .pdf to write")
+    s.set_defaults(func=cmd_pdf)
