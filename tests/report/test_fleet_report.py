@@ -57,7 +57,9 @@ def test_summary_values_equal_the_analysis_documents(fleet):
     table = _summary_table(md, name)
     size = l1["size_bytes"]["value"]  # bytes, printed in KiB, at the carveout it was measured at
     row = table[f"L1 data size (carveout {l1['carveout_pct']}%)"]
-    assert row[0].startswith(f"{size / 1024:g} KiB")
+    kib = row[0].split(" KiB")[0]  # KiB to two decimals, and the bytes where they are not whole
+    assert float(kib) == round(size / 1024, 2)
+    assert size % 1024 == 0 or f"({size} B)" in row[0]
     assert row[1] == f"{l1['size_bytes']['confidence']:.2f}"
     assert table["L2 TLB entries"][0] == str(tlbs["l2_tlb"]["entries"]["value"])
     assert table["L1 TLB entries"][0] == str(tlbs["l1_tlb"]["entries"]["value"])
