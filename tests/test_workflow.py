@@ -225,7 +225,7 @@ def test_interrupted_figure_job_resumes_with_a_plain_rerun(workdir, tmp_path):
         assert flag.exists(), run.communicate()[0][-3000:]
         time.sleep(1)  # the wrapper is asleep by now
         os.killpg(run.pid, signal.SIGINT)  # Ctrl-C: the signal goes to the whole group
-        out = run.communicate(timeout=120)[0]
+        out = run.communicate(timeout=600)[0]
     finally:
         if run.poll() is None:
             os.killpg(run.pid, signal.SIGKILL)

@@ -26,6 +26,7 @@ use rule analyze_trace as analyze_trace_with_table with:
         table="results/analysis/{device}/{experiment}.parquet",
     wildcard_constraints:
         experiment=TABLED,
+    localrule: True
 
 
 ruleorder: analyze_trace_with_table > analyze_trace
