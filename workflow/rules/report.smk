@@ -65,10 +65,10 @@ rule compile_report_pdf:
         ),
     log:
         "logs/compile_report_pdf/{name}.log",
-    # a second of CPU: on a cluster it runs where the run started, not as a job
-    localrule: True
     wildcard_constraints:
         name="|".join(["report", *STUDIES]),
+    # a second of CPU: on a cluster it runs where the run started, not as a job
+    localrule: True
     conda:
         ENV
     shell:
