@@ -58,52 +58,45 @@ def load_document(path: str | Path) -> dict[str, Any]:
         return json.load(f)
 
 
+def _quantities(
+    block: dict[str, Any], pointer: str, **fields: Any
+) -> list[tuple[str, dict[str, Any], str, dict[str, Any]]]:
+    """(name, entry, pointer, fields) of every quantity in one element's block."""
+    return [
+        (name, entry, f"{pointer}/{name}", fields)
+        for name, entry in block.items()
+        if is_quantity(entry)
+    ]
+
+
 def readings(doc: dict[str, Any], path: str) -> list[Reading]:
     """Every quantity of one analysis document."""
     experiment = doc["analysis"]
     doc_carveout = _carveout(doc.get("carveout_pct"))
-    out: list[Reading] = []
+    found: list[tuple[str, str, dict[str, Any], str, dict[str, Any]]] = []
     for element, quantities in (doc.get("elements") or {}).items():
         carveout = _carveout(quantities.get("carveout_pct", doc_carveout))
         carveout = carveout if element in L1_FAMILY else None
-        for name, entry in quantities.items():
-            if is_quantity(entry):
-                out.append(
-                    Reading(
-                        element,
-                        name,
-                        entry,
-                        experiment,
-                        path,
-                        f"/elements/{element}/{name}",
-                        carveout,
-                    )
-                )
-    for name, entry in (doc.get("page_table") or {}).items():
-        if is_quantity(entry):
-            out.append(Reading("page_table", name, entry, experiment, path, f"/page_table/{name}"))
+        for q in _quantities(quantities, f"/elements/{element}", carveout_pct=carveout):
+            found.append((element, *q))
+    for q in _quantities(doc.get("page_table") or {}, "/page_table"):
+        found.append(("page_table", *q))
     for i, point in enumerate(doc.get("series") or []):
         if not isinstance(point, dict) or "carveout_pct" not in point:
             continue
+        fields = {
+            "carveout_pct": _carveout(point["carveout_pct"]),
+            "series": True,
+            "shared_buffer_bytes": point.get("shared_buffer_bytes"),
+        }
         for element, quantities in point.items():
-            if not isinstance(quantities, dict):
-                continue
-            for name, entry in quantities.items():
-                if is_quantity(entry):
-                    out.append(
-                        Reading(
-                            element,
-                            name,
-                            entry,
-                            experiment,
-                            path,
-                            f"/series/{i}/{element}/{name}",
-                            _carveout(point["carveout_pct"]),
-                            series=True,
-                            shared_buffer_bytes=point.get("shared_buffer_bytes"),
-                        )
-                    )
-    return out
+            if isinstance(quantities, dict):
+                for q in _quantities(quantities, f"/series/{i}/{element}", **fields):
+                    found.append((element, *q))
+    return [
+        Reading(element, name, entry, experiment, path, pointer, **fields)
+        for element, name, entry, pointer, fields in found
+    ]
 
 
 def resolve_pointer(doc: dict[str, Any], pointer: str) -> Any:
