@@ -76,6 +76,8 @@ results/report/report.md: | $(VENV)/.installed
 dist/$(ARTIFACT).tar.gz: results/report/report.md $(VENV)/.installed
 	rm -rf build/artifact && mkdir -p $(STAGE) dist $(WHEEL_CACHE)
 	git ls-files -z | xargs -0 tar -cf - | tar -xf - -C $(STAGE)
+	PYTHONPATH=workflow $(BIN)/python -c \
+		"from gpudissect.provenance import git_commit; print(git_commit('.'))" > $(STAGE)/COMMIT
 	cp -r results/report results/analysis results/figures $(STAGE)/results/
 	$(BIN)/python -m pip download -q -d $(WHEEL_CACHE) $(WHEEL_ARGS)
 	$(BIN)/python -m pip download -q --no-index --find-links $(WHEEL_CACHE) \

@@ -81,6 +81,11 @@ def bundle(tmp_path_factory):
             shutil.copy2(path, dst)
     subprocess.run(["git", "init", "-q"], cwd=src, check=True)
     subprocess.run(["git", "add", "-A"], cwd=src, check=True)
+    subprocess.run(
+        ["git", "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "-m", "bundle"],
+        cwd=src,
+        check=True,
+    )
     # the bundle's report: the tiny config, run here with the current environment; `-o` keeps
     # make from reinstalling that environment (an editable install would then point at this
     # temporary copy)
@@ -156,7 +161,12 @@ def test_bundle_holds_tree_wheelhouse_reference_and_report(bundle):
         ["git", "ls-files"], cwd=src, capture_output=True, text=True, check=True
     ).stdout.split()
     assert {f"{top}/{f}" for f in tracked} <= names
-    for must in ("ARTIFACT.md", "results/report/report.md", "results/reference/h100/README.md"):
+    for must in (
+        "ARTIFACT.md",
+        "COMMIT",
+        "results/report/report.md",
+        "results/reference/h100/README.md",
+    ):
         assert f"{top}/{must}" in names
     wheels = [n.split("/")[-1] for n in names if n.startswith(f"{top}/wheelhouse/")]
     assert any(re.match(r"pycuda-[\d.]+\.tar\.gz$", w) for w in wheels), "pycuda source archive"
@@ -193,7 +203,8 @@ def test_cuda_extra_resolves_from_the_wheelhouse_alone(unpacked):
     assert proc.returncode == 0, proc.stderr[-3000:]
 
 
-def test_bundle_regenerates_its_report_offline(unpacked):
+def test_bundle_regenerates_its_report_offline(bundle, unpacked):
+    src, _ = bundle
     work, shipped, env = unpacked
     proc = _offline(["./.venv/bin/snakemake", "--cores", "2", "--configfile", TINY], work, env)
     assert proc.returncode == 0, proc.stderr[-3000:]
@@ -203,8 +214,15 @@ def test_bundle_regenerates_its_report_offline(unpacked):
         rel = path.relative_to(work / "results")
         ours, theirs = json.loads(path.read_text()), json.loads((shipped / rel).read_text())
         assert _results(ours) == _results(theirs), rel
-    # the commit, and the job times of the regeneration appendix, differ between two runs
-    times = r"(commit `[^`]*`|written \S+\.|\| \d+(\.\d+)? s \|)"
+    # the bundle has no git history: its traces record the commit its COMMIT file names, the one
+    # it was made from
+    head = subprocess.run(
+        ["git", "rev-parse", "HEAD"], cwd=src, capture_output=True, text=True, check=True
+    ).stdout.strip()
+    assert (work / "COMMIT").read_text().strip() == head
+    assert f"`{head[:10]}`" in (work / "results/report/report.md").read_text()
+    # the job times of the regeneration appendix differ between two runs
+    times = r"(written \S+\.|\| \d+(\.\d+)? s \|)"
     ours = re.sub(times, "", (work / "results/report/report.md").read_text())
     assert ours == re.sub(times, "", (shipped / "report/report.md").read_text())
 

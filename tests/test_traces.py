@@ -98,6 +98,20 @@ def test_commit_falls_back_to_environment_outside_git(tmp_path, monkeypatch):
     assert git_commit(tmp_path) == "0123abc"  # tmp_path is no git checkout
 
 
+def test_workflow_commit_of_a_tree_without_history_is_the_one_its_commit_file_names(
+    tmp_path, monkeypatch
+):
+    from gpudissect.provenance import workflow_commit
+
+    monkeypatch.delenv("GPUDISSECT_GIT_COMMIT", raising=False)
+    assert workflow_commit(tmp_path) == "unknown"
+    (tmp_path / "COMMIT").write_text("89abcdef\n")
+    assert workflow_commit(tmp_path) == "89abcdef"
+    # an empty file names nothing
+    (tmp_path / "COMMIT").write_text("\n")
+    assert workflow_commit(tmp_path) == "unknown"
+
+
 def test_commit_of_a_tree_copied_into_another_checkout_is_not_that_checkouts(tmp_path, monkeypatch):
     import subprocess
 

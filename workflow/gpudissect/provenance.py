@@ -50,6 +50,24 @@ def git_commit(source: str | os.PathLike = PACKAGE_DIR) -> str:
     return f"{head}-dirty" if dirty else head
 
 
+#: The file a copy of the tree without its git history (an artifact bundle) carries at its root,
+#: holding the commit it was made from.
+COMMIT_FILE = "COMMIT"
+
+
+def workflow_commit(root: str | os.PathLike) -> str:
+    """The commit of the workflow whose root folder is `root`: its checkout's when git tracks
+    it, else the one recorded in `root/COMMIT` (an unpacked artifact bundle), else what
+    `git_commit` falls back to."""
+    commit = git_commit(root)
+    recorded = Path(root) / COMMIT_FILE
+    if commit == os.environ.get("GPUDISSECT_GIT_COMMIT", "unknown") and recorded.is_file():
+        text = recorded.read_text().strip()
+        if text:
+            return text
+    return commit
+
+
 def config_hash(section: Any) -> str:
     """SHA-256 of a config fragment in canonical JSON (sorted keys)."""
     text = json.dumps(section, sort_keys=True, separators=(",", ":"), default=str)

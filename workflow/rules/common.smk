@@ -12,11 +12,12 @@ from gpudissect.config import parse as parse_run_config  # noqa: E402
 from gpudissect.devices import cuda_backend_missing, detect_arch  # noqa: E402
 from gpudissect.exceptions import GpuDissectError  # noqa: E402
 from gpudissect.families import FAMILIES  # noqa: E402
-from gpudissect.provenance import config_hash, git_commit  # noqa: E402
+from gpudissect.provenance import config_hash, workflow_commit  # noqa: E402
 
-# The jobs record the commit of this workflow's checkout when their package cannot tell its own
-# (an installed, not editable, package).
-os.environ.setdefault("GPUDISSECT_GIT_COMMIT", git_commit(workflow.basedir))
+# The jobs record the commit of this workflow's checkout (or, in an unpacked artifact bundle, the
+# one its COMMIT file names) when their package cannot tell its own: an installed, not editable,
+# package, or a tree with no git history.
+os.environ.setdefault("GPUDISSECT_GIT_COMMIT", workflow_commit(workflow.basedir))
 from gpudissect.report.studies import STUDIES  # noqa: E402
 
 try:
