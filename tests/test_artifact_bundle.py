@@ -88,8 +88,11 @@ def bundle(tmp_path_factory):
     )
     # the bundle's report: the tiny config, run here with the current environment; `-o` keeps
     # make from reinstalling that environment (an editable install would then point at this
-    # temporary copy)
+    # temporary copy). PYTHONPATH puts this copy's package first, so the shipped report is made
+    # by the code the bundle holds and its traces record this copy's commit, as the bundle's
+    # COMMIT file does (the environment's editable package would record its own checkout's)
     venv = Path(sys.executable).parent.parent
+    env = {**os.environ, "PYTHONPATH": str(src / "workflow")}
     start = time.monotonic()
     proc = subprocess.run(
         [
@@ -105,6 +108,7 @@ def bundle(tmp_path_factory):
         capture_output=True,
         text=True,
         timeout=1800,
+        env=env,
     )
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
     print(f"\nmake artifact: {time.monotonic() - start:.0f} s")
