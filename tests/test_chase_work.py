@@ -68,3 +68,15 @@ def test_sparse_walk_into_an_empty_element_is_an_error():
     )
     with pytest.raises(ValueError, match="reaches element 64"):
         work.walk(4)
+
+
+@pytest.mark.parametrize(
+    ("array_bytes", "stride_bytes"), [(4096, 128), (4096, 4096), (1000, 12), (12, 4)]
+)
+def test_stride_chain_is_the_next_element_s_ahead_modulo_the_array(array_bytes, stride_bytes):
+    # A[i] = (i + s) mod N, written out element by element
+    n, s = array_bytes // 4, stride_bytes // 4
+    expected = [(i + s) % n for i in range(n)]
+    chain = stride_chain(array_bytes=array_bytes, stride_bytes=stride_bytes)
+    assert chain.dtype == np.uint32
+    assert chain.tolist() == expected

@@ -24,7 +24,11 @@ def stride_chain(*, array_bytes: int, stride_bytes: int) -> np.ndarray:
         raise ValueError(
             f"stride_bytes {stride_bytes} must be positive and at most array_bytes {array_bytes}"
         )
-    return ((np.arange(n, dtype=np.int64) + s) % n).astype(np.uint32)
+    # (i + s) mod n without a modulo over the whole array: i + s, then the last s wrap to 0..s-1
+    # (the chains of an L2 sweep hold tens of millions of elements)
+    chain = np.arange(s, n + s, dtype=np.uint64 if n + s > 2**32 else np.uint32)
+    chain[n - s :] -= n
+    return chain.astype(np.uint32, copy=False)
 
 
 def chain_pass_steps(*, array_bytes: int, stride_bytes: int) -> int:
