@@ -20,7 +20,6 @@ from dataclasses import dataclass
 
 import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
-from scipy.stats import ks_2samp, ttest_ind
 
 from gpudissect.exceptions import AnalysisError
 
@@ -75,6 +74,10 @@ def _ks_p_value(before: np.ndarray, after: np.ndarray) -> float:
     # The exact distribution is slow for large unequal samples, where the asymptotic one is
     # accurate anyway.
     method = "exact" if len(before) * len(after) <= 10_000 else "asymp"
+    # scipy.stats is imported here, not with the module: adaptive sweeps import this module
+    # to decide where to sweep next, and scipy.stats costs a GPU sweep job over a second
+    from scipy.stats import ks_2samp
+
     return float(ks_2samp(before, after, method=method).pvalue)
 
 
@@ -83,6 +86,8 @@ def _welch_p_value(before: np.ndarray, after: np.ndarray) -> float:
     accesses (a cache that starts to miss), less robust to outliers."""
     if len(before) < 2 or len(after) < 2:
         return 1.0
+    from scipy.stats import ttest_ind
+
     p_value = float(ttest_ind(before, after, equal_var=False).pvalue)
     if np.isnan(p_value):  # both samples constant
         return 0.0 if np.mean(before) != np.mean(after) else 1.0
