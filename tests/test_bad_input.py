@@ -110,6 +110,13 @@ def test_run_without_experiment_is_refused(capsys):
     assert "the following arguments are required: --experiment" in capsys.readouterr().err
 
 
+def test_plot_with_no_processes_is_refused(tmp_path, capsys):
+    argv = ["plot", "--experiment", "l2", "--trace", "t.parquet", "--analysis", "a.json"]
+    assert main([*argv, "--out-dir", str(tmp_path), "--jobs", "0"]) == 2
+    assert "plot --jobs: 0; allowed: a whole number of at least 1" in capsys.readouterr().err
+    assert not list(tmp_path.iterdir())  # nothing was drawn or left behind
+
+
 def test_analyze_takes_the_experiment_from_the_trace(tmp_path, capsys):
     from test_traces import PROV, _frame
 

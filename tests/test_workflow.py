@@ -158,6 +158,26 @@ def test_two_runs_give_byte_identical_traces_and_documents(workdir, tmp_path):
         assert (again / out).read_bytes() == (workdir / out).read_bytes(), out
 
 
+def test_figures_drawn_in_parallel_equal_those_drawn_one_by_one(workdir, tmp_path):
+    """`plot --jobs N` draws experiments in N processes; the PNG files are the same bytes."""
+    docs = sorted(workdir.glob("results/analysis/tiny/*.json"))
+    exps = [d.stem for d in docs]
+    traces = [str(workdir / "results/traces/tiny" / f"{e}.parquet") for e in exps]
+    drawn = {}
+    for jobs in (1, 3):
+        out = tmp_path / f"jobs{jobs}"
+        proc = subprocess.run(
+            [sys.executable, "-m", "gpudissect", "plot", "--experiment", *exps, "--trace",
+             *traces, "--analysis", *map(str, docs), "--out-dir", str(out), "--formats", "png",
+             "--jobs", str(jobs)],
+            capture_output=True, text=True, cwd=workdir,
+        )  # fmt: skip
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        drawn[jobs] = {p.name: p.read_bytes() for p in out.glob("*.png")}
+    assert len(drawn[1]) == len(list(workdir.glob("results/figures/tiny/*.png"))) > 10
+    assert drawn[3] == drawn[1]
+
+
 def _edited(workdir, name, edit):
     cfg = yaml.safe_load((workdir / "tests/data/tiny_config.yaml").read_text())
     edit(cfg)

@@ -130,6 +130,8 @@ def cmd_plot(args: argparse.Namespace) -> int:
             f"plot: --experiment, --trace and --analysis pair up in order; got "
             f"{len(args.experiment)}, {len(args.trace)} and {len(args.analysis)} values"
         )
+    if args.jobs < 1:
+        raise GpuDissectError(f"plot --jobs: {args.jobs}; allowed: a whole number of at least 1")
     out_dir = Path(args.out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     # every figure goes to a scratch folder first and all move into place at the end: an
@@ -145,39 +147,71 @@ def cmd_plot(args: argparse.Namespace) -> int:
 
 
 def _draw_figures(args: argparse.Namespace, out_dir: Path) -> None:
+    """Every experiment's figures; with --jobs above 1, experiments are drawn in that many
+    processes at once (each figure seeds its own random elements, so the files are the same)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    work = [
+        (name, trace_path, analysis_path, str(out_dir), tuple(args.formats))
+        for name, trace_path, analysis_path in zip(
+            args.experiment, args.trace, args.analysis, strict=True
+        )
+    ]
+    jobs = min(args.jobs, len(work))
+    if jobs <= 1:
+        for item in work:
+            _draw_experiment(*item)
+        return
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
+    # fork: the workers start with matplotlib and the package already imported
+    with ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context("fork")) as pool:
+        # the experiments with the most figures first, so the longest work starts first
+        work.sort(key=lambda item: -len(_family_figures(item[0])))
+        for future in [pool.submit(_draw_experiment, *item) for item in work]:
+            future.result()  # re-raises a worker's error here
+
+
+def _family_figures(name: str) -> tuple[str, ...]:
+    from .families import family
+
+    return tuple(family(name).figures)
+
+
+def _draw_experiment(
+    name: str, trace_path: str, analysis_path: str, out_dir: str, formats: tuple[str, ...]
+) -> None:
+    """The figures of one experiment, saved in every format under out_dir."""
     import matplotlib.pyplot as plt
 
     from .families import family
     from .traces import read_trace
 
-    for name, trace_path, analysis_path in zip(
-        args.experiment, args.trace, args.analysis, strict=True
-    ):
-        fam = family(name)
-        trace = read_trace(trace_path, schema=fam.schema)
-        doc = json.loads(Path(analysis_path).read_text())
-        if trace.data.empty:
-            from .analysis.result import no_path_reason
-            from .plotting import placeholder
+    fam = family(name)
+    trace = read_trace(trace_path, schema=fam.schema)
+    doc = json.loads(Path(analysis_path).read_text())
+    if trace.data.empty:
+        from .analysis.result import no_path_reason
+        from .plotting import placeholder
 
-            reason = no_path_reason(trace.provenance)
-            figures = {
-                stem: placeholder(f"{doc['device']}: {stem}", reason)[0] for stem in fam.figures
-            }
-        elif fam.table is not None:
-            figures = fam.plot(trace.data, doc, table=_read_table(analysis_path))
-        else:
-            figures = fam.plot(trace.data, doc)
-        missing = set(fam.figures) - set(figures)
-        if missing:
-            raise GpuDissectError(f"plot of {fam.name} did not make {sorted(missing)}")
-        for stem, fig in figures.items():
-            for k, ext in enumerate(args.formats):
-                fig.savefig(out_dir / f"{stem}.{ext}", dpi=150)
-                if k == 0:  # the layout is done: later formats reuse it instead of redoing it
-                    fig.set_layout_engine("none")
-            plt.close(fig)
-        log.info("%s: %d figures", name, len(figures))
+        reason = no_path_reason(trace.provenance)
+        figures = {stem: placeholder(f"{doc['device']}: {stem}", reason)[0] for stem in fam.figures}
+    elif fam.table is not None:
+        figures = fam.plot(trace.data, doc, table=_read_table(analysis_path))
+    else:
+        figures = fam.plot(trace.data, doc)
+    missing = set(fam.figures) - set(figures)
+    if missing:
+        raise GpuDissectError(f"plot of {fam.name} did not make {sorted(missing)}")
+    for stem, fig in figures.items():
+        for k, ext in enumerate(formats):
+            fig.savefig(Path(out_dir) / f"{stem}.{ext}", dpi=150)
+            if k == 0:  # the layout is done: later formats reuse it instead of redoing it
+                fig.set_layout_engine("none")
+        plt.close(fig)
+    log.info("%s: %d figures", name, len(figures))
 
 
 def _read_table(analysis_path: str):
@@ -288,6 +322,13 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--out-dir", required=True, help="folder for <figure>.<format> files")
     s.add_argument(
         "--formats", nargs="+", default=["png", "pdf"], help="file formats (default: png pdf)"
+    )
+    s.add_argument(
+        "--jobs",
+        type=int,
+        default=1,
+        metavar="N",
+        help="draw up to N experiments at once, each in its own process (default 1)",
     )
     s.set_defaults(func=cmd_plot)
 

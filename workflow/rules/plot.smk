@@ -1,5 +1,6 @@
-# One figure job per device: it draws the figures of every enabled experiment of the device in one
-# process (matplotlib and seaborn start once, not once per experiment).
+# One figure job per device: it draws the figures of every enabled experiment of the device
+# (matplotlib and seaborn start once, not once per experiment), several experiments at once in
+# forked processes when the job has several cores.
 _names = [plot_rule_name(d) for d in DEVICES]
 if len(set(_names)) != len(_names):
     raise WorkflowError(
@@ -39,9 +40,11 @@ for _device in DEVICES:
         localrule: True
         conda:
             ENV
+        # the device's experiments are drawn in parallel processes, up to the cores given
+        threads: workflow.cores
         params:
             experiments=" ".join(_exps),
             out_dir=lambda wildcards, output: Path(output.png[0]).parent,
         shell:
             "python -m gpudissect plot --experiment {params.experiments} --trace {input.trace}"
-            " --analysis {input.result} --out-dir {params.out_dir} > {log} 2>&1"
+            " --analysis {input.result} --out-dir {params.out_dir} --jobs {threads} > {log} 2>&1"
