@@ -3,6 +3,7 @@ input is refused before any job runs, with a message naming the key or file, the
 is allowed. (The interrupted and edited runs are in test_workflow.py.)"""
 
 import importlib.util
+import re
 import shutil
 import subprocess
 import sys
@@ -196,3 +197,25 @@ def test_missing_configfile_stops_snakemake_naming_the_file(tmp_path):
     # Snakemake reads --configfile before the workflow runs, so the message is Snakemake's own
     proc = _snakemake(_workflow_copy(tmp_path), "--cores", "1", "--configfile", "nosuch.yaml")
     assert proc.returncode != 0 and "nosuch.yaml" in proc.stdout + proc.stderr
+
+
+def test_every_row_of_the_bad_input_table_names_a_test_that_exists():
+    """config/README.md's table of bad inputs: each row's last cell names the tests that hold it
+    (`file.py::test`; `::test` in the file of the name before; `...[case]`, a case of the test
+    named before)."""
+    text = (Path(__file__).resolve().parents[1] / "config/README.md").read_text()
+    section = text[text.index("## Bad input and faults") :].split("\n## ", 1)[0]
+    rows = [r for r in section.splitlines() if r.startswith("| ") and "| --- |" not in r][1:]
+    assert len(rows) >= 20
+    last_file = last_test = ""
+    for row in rows:
+        names = re.findall(r"`([^`]*::[^`]+|\.\.\.\[[^`]+\])`", row.rstrip(" |").split(" | ")[-1])
+        assert names, row
+        for name in names:
+            if name.startswith("..."):
+                assert last_test, row  # a case of the test named before
+                continue
+            file, test = name.split("::", 1)
+            last_file, last_test = file or last_file, test.split("[")[0]
+            source = (Path(__file__).parent / last_file).read_text()
+            assert f"def {last_test}(" in source, (row, name)
