@@ -160,6 +160,8 @@ def test_two_runs_give_byte_identical_traces_and_documents(workdir, tmp_path):
 
 def test_figures_drawn_in_parallel_equal_those_drawn_one_by_one(workdir, tmp_path):
     """`plot --jobs N` draws experiments in N processes; the PNG files are the same bytes."""
+    from gpudissect.families import family
+
     docs = sorted(workdir.glob("results/analysis/tiny/*.json"))
     exps = [d.stem for d in docs]
     traces = [str(workdir / "results/traces/tiny" / f"{e}.parquet") for e in exps]
@@ -174,7 +176,8 @@ def test_figures_drawn_in_parallel_equal_those_drawn_one_by_one(workdir, tmp_pat
         )  # fmt: skip
         assert proc.returncode == 0, proc.stderr[-3000:]
         drawn[jobs] = {p.name: p.read_bytes() for p in out.glob("*.png")}
-    assert len(drawn[1]) == len(list(workdir.glob("results/figures/tiny/*.png"))) > 10
+    expected = {f"{stem}.png" for e in exps for stem in family(e).figures}
+    assert set(drawn[1]) == expected and len(expected) > 10
     assert drawn[3] == drawn[1]
 
 
