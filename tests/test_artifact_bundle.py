@@ -231,7 +231,11 @@ def test_bundle_regenerates_its_report_offline(bundle, unpacked):
     assert ours == re.sub(times, "", (shipped / "report/report.md").read_text())
 
 
-def test_default_pipeline_runs_offline_from_the_bundle(unpacked):
+def test_default_pipeline_runs_offline_from_the_bundle(unpacked, monkeypatch):
+    from test_topology import _check_traceable
+
+    from gpudissect.topology import validate_topology
+
     work, _, env = unpacked
     start = time.monotonic()
     proc = _offline(["./.venv/bin/snakemake", "--cores", "2"], work, env, timeout=3000)
@@ -243,6 +247,13 @@ def test_default_pipeline_runs_offline_from_the_bundle(unpacked):
     for name in twins:
         assert f"## {name}" in report, name
         assert (work / f"results/analysis/{name}/l1_size.json").is_file(), name
+    # each twin's topology document validates against its schema, and every value in it is the
+    # value its pointer names in an analysis document of the run (paths relative to the run)
+    monkeypatch.chdir(work)
+    for name in twins:
+        topology = json.loads((work / f"results/topology/{name}.json").read_text())
+        validate_topology(topology)
+        assert _check_traceable(topology) > 20, name
 
 
 def _results(doc: dict) -> dict:
