@@ -158,9 +158,41 @@ def test_agreement_sorts_quantities_into_agree_differ_assumed_and_not_compared()
         "the analysis reads the twin differently from the value its profile carries",
     )
     assert status["l2.far_hit_latency_cycles"][0] == "differ"
-    assert status["l2.far_hit_latency_cycles"][1].startswith("the simulator has no mechanism")
+    assert status["l2.far_hit_latency_cycles"][1].startswith("the twin does not model it")
     assert status["l1d.sets"][0] == "assumed"
     assert status["l1_tlb.entries"] == ("not compared", "tlbs did not run on the twin")
     assert status["dram.size_bytes"][0] == "not compared"
     assert doc["counts"] == {"agree": 2, "differ": 2, "assumed": 1, "not compared": 2}
     assert len(doc["open_questions"]) == 2
+
+
+def _run_config(**entry):
+    return {"devices": [{"name": "gpu0", "backend": "cuda", "index": 0, "arch": "sm_90", **entry}]}
+
+
+def test_a_cuda_device_with_twin_gets_a_sim_device_running_the_topology_experiments():
+    from gpudissect.config import TWIN_EXPERIMENTS, parse
+
+    run = parse(_run_config(twin=True))
+    gpu, twin = run.devices
+    assert (twin.name, twin.backend, twin.twin_of) == ("gpu0_twin", "sim", "gpu0")
+    assert str(twin.profile) == "results/twins/gpu0.yaml"
+    enabled = {e for e in gpu.experiments if twin.enabled(e)}
+    assert enabled == {e for e in TWIN_EXPERIMENTS if gpu.enabled(e)}
+    # the experiments config/topology_only.yaml leaves enabled are exactly the twin's
+    only = yaml.safe_load((REPO / "config/topology_only.yaml").read_text())["experiments"]
+    assert set(TWIN_EXPERIMENTS) == set(gpu.experiments) - set(only)
+    assert len(parse(_run_config()).devices) == 1
+
+
+def test_twin_is_refused_on_a_sim_device_and_where_its_name_is_taken():
+    from gpudissect.config import parse
+    from gpudissect.exceptions import ConfigError
+
+    sim = {"name": "s", "backend": "sim", "profile": str(REPO / "config/devices/gtx980.yaml")}
+    with pytest.raises(ConfigError, match=r"devices\[0\]\.twin: only for backend cuda"):
+        parse({"devices": [{**sim, "twin": True}]})
+    raw = _run_config(twin=True)
+    raw["devices"].append({**sim, "name": "gpu0_twin"})
+    with pytest.raises(ConfigError, match=r"devices\[0\]\.twin: its twin would be named"):
+        parse(raw)

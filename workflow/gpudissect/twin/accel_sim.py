@@ -20,7 +20,7 @@ from __future__ import annotations
 from typing import Any
 
 from . import defaults as D
-from .build import _Builder, _default_ways
+from .reading import TopologyReader
 
 SECTOR_BYTES = 32  # GPGPU-Sim's sectored caches have 4 sectors of 32 bytes per 128-byte line
 REPLACEMENT = {"lru": "L", "fifo": "F"}
@@ -39,7 +39,7 @@ LEFT_FOR_USER = (
 
 
 class _Config:
-    def __init__(self, b: _Builder) -> None:
+    def __init__(self, b: TopologyReader) -> None:
         self.b = b
         self.lines: list[str] = []
         self.left: list[tuple[str, str]] = []
@@ -62,7 +62,7 @@ def _geometry(c: _Config, element: str) -> tuple[int, int, int, str, list[str]]:
         ways = int(ways_per_set[0])
         notes.append(b.cite(element, "ways_per_set"))
     else:
-        ways = _default_ways(lines)
+        ways = D.default_ways(lines, element)
         notes.append(f"ways ASSUMED {ways} (sets and ways undetermined; the twin's default)")
     policy = b.value(element, "policy")
     if policy in REPLACEMENT:
@@ -154,7 +154,7 @@ def _latency(c: _Config, option: str, element: str, minus: str | None = None) ->
 
 def accel_sim_config(topology: dict[str, Any], *, l2_slices: int | None, command: str) -> str:
     """The options as the text of a gpgpusim.config fragment."""
-    b = _Builder(topology)
+    b = TopologyReader(topology)
     c = _Config(b)
     facts = topology.get("driver") or {}
     if facts.get("sm_count"):

@@ -6,8 +6,9 @@ profile); no profile is read. A quantity of the GPU's document is
 - `not compared` when it comes from the driver or from an experiment the twin's run did not run,
 - `agree` when the twin's run recovers it (numbers within the topology's 3% rule, `reconcile`),
 - `differ` otherwise, with why: the profile carries the value (`twin.MODELLED`), so the analysis
-  read the twin differently from the value it was built with; or the simulator has no mechanism
-  for it (an open question either way).
+  read the twin differently from the value it was built with; or the twin does not model it (the
+  simulator has no mechanism for it, or the run did not measure what produces it, such as the TLBs
+  behind an L2 latency step): an open question either way.
 """
 
 from __future__ import annotations
@@ -18,7 +19,10 @@ from ..topology.reconcile import agrees
 from .build import MODELLED
 
 STATUSES = ("agree", "differ", "assumed", "not compared")
-NO_MECHANISM = "the simulator has no mechanism for it"
+NO_MECHANISM = (
+    "the twin does not model it: the simulator has no mechanism for it, or what produces it "
+    "was not measured"
+)
 READ_DIFFERENTLY = "the analysis reads the twin differently from the value its profile carries"
 
 

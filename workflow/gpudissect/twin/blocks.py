@@ -6,10 +6,10 @@ from __future__ import annotations
 from typing import Any
 
 from . import defaults as D
-from .build import _Builder, _int
+from .reading import TopologyReader, round_int
 
 
-def tlbs_block(b: _Builder) -> dict[str, Any] | None:
+def tlbs_block(b: TopologyReader) -> dict[str, Any] | None:
     levels = []
     for name in ("l1_tlb", "l2_tlb"):
         entries, page = b.value(name, "entries"), b.value(name, "page_bytes")
@@ -35,7 +35,7 @@ def tlbs_block(b: _Builder) -> dict[str, Any] | None:
                 "cite": {"kind": b.assume(f"tlbs.{name}.policy", D.POLICY_REASON)},
             }
         penalty = b.value(name, "miss_penalty_cycles")
-        level["miss_penalty_cycles"] = _int(penalty or 0)
+        level["miss_penalty_cycles"] = round_int(penalty or 0)
         cite["miss_penalty_cycles"] = (
             b.cite(name, "miss_penalty_cycles")
             if penalty is not None
@@ -50,7 +50,7 @@ def tlbs_block(b: _Builder) -> dict[str, Any] | None:
     if window:
         out["page_table_window_bytes"] = int(window)
         switch = b.value("page_table", "window_switch_penalty_cycles")
-        out["window_switch_penalty_cycles"] = _int(switch or 0)
+        out["window_switch_penalty_cycles"] = round_int(switch or 0)
         out["cite"] = {
             "page_table_window_bytes": b.cite("page_table", "page_table_window_bytes"),
             "window_switch_penalty_cycles": b.cite("page_table", "window_switch_penalty_cycles")
@@ -60,25 +60,30 @@ def tlbs_block(b: _Builder) -> dict[str, Any] | None:
     return out
 
 
-def shared_block(b: _Builder) -> dict[str, Any] | None:
+def shared_block(b: TopologyReader) -> dict[str, Any] | None:
     banks, width = b.value("shared", "banks"), b.value("shared", "bank_width_bytes")
     size, base = b.value("shared", "size_bytes"), b.value("shared", "hit_latency_cycles")
-    if None in (banks, width, size, base):
+    if None in (banks, width, base):
         return None
     out: dict[str, Any] = {
-        "size_bytes": int(size),
+        "size_bytes": int(size or D.SHARED_BYTES),
         "banks": int(banks),
         "bank_width_bytes": int(width),
     }
-    cite = {k: b.cite("shared", k) for k in out}
+    cite = {k: b.cite("shared", k) for k in ("banks", "bank_width_bytes")}
+    cite["size_bytes"] = (
+        b.cite("shared", "size_bytes")
+        if size
+        else b.assume("shared.size_bytes", f"{D.SHARED_BYTES} B: the driver reported no size")
+    )
     modes = b.value("shared", "modes_bytes")
     if modes:
         out["modes_bytes"] = [int(m) for m in modes]
         cite["modes_bytes"] = b.cite("shared", "modes_bytes")
-    out["base_latency_cycles"] = _int(base)
+    out["base_latency_cycles"] = round_int(base)
     cite["base_latency_cycles"] = b.cite("shared", "hit_latency_cycles")
     conflict = b.value("shared", "conflict_latency_cycles")
-    out["conflict_latency_cycles"] = _int(conflict) if conflict else D.SHARED_CONFLICT_CYCLES
+    out["conflict_latency_cycles"] = round_int(conflict) if conflict else D.SHARED_CONFLICT_CYCLES
     cite["conflict_latency_cycles"] = (
         b.cite("shared", "conflict_latency_cycles")
         if conflict
@@ -92,7 +97,7 @@ def shared_block(b: _Builder) -> dict[str, Any] | None:
     return out
 
 
-def requests_block(b: _Builder) -> dict[str, Any] | None:
+def requests_block(b: TopologyReader) -> dict[str, Any] | None:
     kind, entries = b.value("requests", "kind"), b.value("requests", "entries")
     if kind not in ("mshr", "prt") or not entries:
         return None

@@ -14,7 +14,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..exceptions import TraceError
+from ..topology.reconcile import agrees
 from . import defaults as D
+from .blocks import requests_block, shared_block, tlbs_block
+from .reading import TopologyReader, round_int
 
 L1_LEVEL = ("l1d", "texture", "readonly")
 PATH_OF = {"l1d": "ca", "texture": "tex", "readonly": "nc"}
@@ -45,72 +48,25 @@ class Twin:
     assumed: list[tuple[str, str]] = field(default_factory=list)  # (dotted key, reason)
 
 
-class _Builder:
-    def __init__(self, topology: dict[str, Any]) -> None:
-        self.topo = topology
-        self.elements = topology.get("elements") or {}
-        self.driver = topology.get("driver") or {}
-        self.assumed: list[tuple[str, str]] = []
-
-    def entry(self, element: str, quantity: str) -> dict[str, Any] | None:
-        e = (self.elements.get(element) or {}).get(quantity)
-        return e if e and e.get("value") is not None else None
-
-    def value(self, element: str, quantity: str) -> Any:
-        e = self.entry(element, quantity)
-        return None if e is None else e["value"]
-
-    def cite(self, element: str, quantity: str) -> str:
-        e = self.entry(element, quantity)
-        if e.get("experiment") == "driver":
-            return f"driver: {e.get('evidence')} ({e.get('source')})"
-        where = f"{e.get('analysis')}#{e.get('source') or e.get('derived_from')}"
-        return (
-            f"measured: {element}.{quantity} = {e['value']} ({e.get('experiment')}, {where}, "
-            f"confidence {e.get('confidence')})"
-        )
-
-    def assume(self, key: str, reason: str) -> str:
-        self.assumed.append((key, reason))
-        return f"assumed: {reason}"
-
-    def fact(self, names: tuple[tuple[str, float], ...]) -> tuple[float, str] | None:
-        for name, scale in names:
-            if self.driver.get(name) is not None:
-                return float(self.driver[name]) * scale, f"driver: {name} = {self.driver[name]}"
-        return None
-
-
-def _int(v: Any) -> int:
-    return int(round(float(v)))
-
-
 def _pow2_floor(n: int) -> int:
     return 1 << (max(n, 1).bit_length() - 1)
 
 
-def _default_ways(lines: int) -> int:
-    if lines <= D.FULLY_ASSOCIATIVE_MAX_LINES:
-        return lines
-    ways = D.DEFAULT_MAX_WAYS
-    while lines % ways:
-        ways //= 2
-    return ways
-
-
-def _top(b: _Builder, name: str) -> dict[str, Any]:
+def _top(b: TopologyReader, name: str) -> dict[str, Any]:
     gpu = b.topo.get("gpu") or b.topo.get("device")
-    cite: dict[str, str] = {"gpu": f"measured: the topology document's gpu ({b.topo.get('device')})"}
+    cite: dict[str, str] = {
+        "gpu": f"measured: the topology document's gpu ({b.topo.get('device')})"
+    }
     out: dict[str, Any] = {"profile_version": 1, "name": name, "gpu": f"{gpu} (twin)"}
     cc = b.driver.get("compute_capability")
     if cc:
         out["compute_capability"] = str(cc)
         cite["compute_capability"] = f"driver: compute_capability = {cc}"
     sms = b.fact((("sm_count", 1),))
-    out["sms"] = _int(sms[0]) if sms else D.DEFAULT_SMS
+    out["sms"] = round_int(sms[0]) if sms else D.DEFAULT_SMS
     cite["sms"] = sms[1] if sms else b.assume("sms", "the driver reported no SM count")
     threads = b.fact((("max_threads_per_sm", 1),))
-    out["max_warps_per_sm"] = _int(threads[0] / 32) if threads else D.DEFAULT_MAX_WARPS_PER_SM
+    out["max_warps_per_sm"] = round_int(threads[0] / 32) if threads else D.DEFAULT_MAX_WARPS_PER_SM
     cite["max_warps_per_sm"] = (
         f"derived: {threads[1]} / 32 threads per warp"
         if threads
@@ -130,7 +86,7 @@ def _top(b: _Builder, name: str) -> dict[str, Any]:
     return out
 
 
-def _groups(b: _Builder) -> list[list[str]]:
+def _groups(b: TopologyReader) -> list[list[str]]:
     """The L1-level elements with a size, grouped into physical caches by `shared_with`."""
     present = [e for e in L1_LEVEL if b.value(e, "size_bytes") is not None]
     groups: list[list[str]] = []
@@ -144,7 +100,7 @@ def _groups(b: _Builder) -> list[list[str]]:
     return groups
 
 
-def _cache(b: _Builder, element: str, fallback_line: int) -> dict[str, Any]:
+def _cache(b: TopologyReader, element: str, fallback_line: int) -> dict[str, Any]:
     where = f"caches.{element}"
     cite: dict[str, str] = {}
     line = b.value(element, "line_bytes")
@@ -179,7 +135,7 @@ def _cache(b: _Builder, element: str, fallback_line: int) -> dict[str, Any]:
         out["set_ways"] = [int(w) for w in ways]
         cite["set_ways"] = b.cite(element, "ways_per_set")
     else:
-        out["ways"] = _default_ways(lines)
+        out["ways"] = D.default_ways(lines, element)
         cite["ways"] = b.assume(
             f"{where}.ways",
             f"{out['ways']} ways of {lines} lines (sets and ways undetermined: config/README.md, "
@@ -193,7 +149,7 @@ def _cache(b: _Builder, element: str, fallback_line: int) -> dict[str, Any]:
     elif sets > 1:
         cite["index"] = b.assume(f"{where}.index", D.INDEX_REASON)
     out["policy"] = _policy(b, element, out, cite, where)
-    out["hit_latency_cycles"] = _int(b.value(element, "hit_latency_cycles") or 0)
+    out["hit_latency_cycles"] = round_int(b.value(element, "hit_latency_cycles") or 0)
     cite["hit_latency_cycles"] = (
         b.cite(element, "hit_latency_cycles")
         if b.value(element, "hit_latency_cycles") is not None
@@ -207,7 +163,7 @@ def _cache(b: _Builder, element: str, fallback_line: int) -> dict[str, Any]:
     return out
 
 
-def _policy(b: _Builder, element: str, cache: dict, cite: dict, where: str) -> dict[str, Any]:
+def _policy(b: TopologyReader, element: str, cache: dict, cite: dict, where: str) -> dict[str, Any]:
     policy = b.value(element, "policy")
     ways = cache.get("ways") or min(cache["set_ways"])
     uniform = "ways" in cache or len(set(cache["set_ways"])) == 1
@@ -232,7 +188,7 @@ def _policy(b: _Builder, element: str, cache: dict, cite: dict, where: str) -> d
     return {"kind": D.POLICY, "cite": {"kind": b.assume(f"{where}.policy", reason)}}
 
 
-def _caches_and_paths(b: _Builder) -> tuple[dict[str, Any], dict[str, Any]]:
+def _caches_and_paths(b: TopologyReader) -> tuple[dict[str, Any], dict[str, Any]]:
     caches: dict[str, Any] = {}
     paths: dict[str, Any] = {"cite": {}}
     l2_line = b.value("l2", "line_bytes") or D.DEFAULT_LINE_BYTES
@@ -248,8 +204,12 @@ def _caches_and_paths(b: _Builder) -> tuple[dict[str, Any], dict[str, Any]]:
         for member in group:
             path = PATH_OF[member]
             mine = b.value(member, "hit_latency_cycles")
-            if member != home and mine is not None and _int(mine) != cache["hit_latency_cycles"]:
-                lat[path] = _int(mine)
+            if (
+                member != home
+                and mine is not None
+                and round_int(mine) != cache["hit_latency_cycles"]
+            ):
+                lat[path] = round_int(mine)
                 cache["cite"][f"path_latency_cycles.{path}"] = b.cite(member, "hit_latency_cycles")
             paths[path] = [home, "l2"]
             paths["cite"][path] = f"measured: {member}.size_bytes determined on the {path} path" + (
@@ -270,6 +230,7 @@ def _caches_and_paths(b: _Builder) -> tuple[dict[str, Any], dict[str, Any]]:
         paths["const"] = [*const, "l2"]
         paths["cite"]["const"] = f"measured: {', '.join(const)} found on the const path"
     caches["l2"] = _cache(b, "l2", D.DEFAULT_LINE_BYTES)
+    _l2_path_latencies(b, caches["l2"], [(PATH_OF[g[0]], g[0]) for g in _groups(b)], const)
     paths["cg"] = ["l2"]
     paths["cite"]["cg"] = "measured: l2.size_bytes determined on the L2-only (cg) path"
     for path in ("ca", "nc", "tex"):
@@ -281,11 +242,30 @@ def _caches_and_paths(b: _Builder) -> tuple[dict[str, Any], dict[str, Any]]:
     return caches, {k: paths[k] for k in ("ca", "cg", "nc", "tex", "const", "cite") if k in paths}
 
 
-def _dram(b: _Builder) -> dict[str, Any]:
+def _l2_path_latencies(b: TopologyReader, l2: dict, firsts: list, const: list) -> None:
+    """An L1-level miss is an L2 hit: where a path's miss latency differs from the L2's own hit
+    latency (Fermi's texture path reaches the L2 more slowly, NPC Table 5), the L2 has a latency
+    of its own on that path."""
+    pairs = [(path, element) for path, element in firsts]
+    if const:
+        pairs.append(("const", const[-1]))
+    for path, element in pairs:
+        miss = b.value(element, "miss_latency_cycles")
+        if miss is None or agrees(miss, l2["hit_latency_cycles"]):
+            continue
+        l2.setdefault("path_latency_cycles", {})[path] = round_int(miss)
+        l2["cite"][f"path_latency_cycles.{path}"] = (
+            b.cite(element, "miss_latency_cycles") + f" (a {element} miss on {path} hits the L2)"
+        )
+
+
+def _dram(b: TopologyReader) -> dict[str, Any]:
     out: dict[str, Any] = {"cite": {}}
     miss = b.value("l2", "miss_latency_cycles")
     out["latency_cycles"] = (
-        _int(miss) if miss is not None else 4 * _int(b.value("l2", "hit_latency_cycles") or 100)
+        round_int(miss)
+        if miss is not None
+        else 4 * round_int(b.value("l2", "hit_latency_cycles") or 100)
     )
     out["cite"]["latency_cycles"] = (
         b.cite("l2", "miss_latency_cycles") + " (a load that misses the L2 reads DRAM)"
@@ -301,9 +281,7 @@ def _dram(b: _Builder) -> dict[str, Any]:
 
 def twin_profile(topology: dict[str, Any], *, name: str) -> Twin:
     """The twin of the device `topology` describes (a topology document, config/README.md)."""
-    from .blocks import requests_block, shared_block, tlbs_block
-
-    b = _Builder(topology)
+    b = TopologyReader(topology)
     profile = _top(b, name)
     caches, paths = _caches_and_paths(b)
     profile["dram"] = _dram(b)

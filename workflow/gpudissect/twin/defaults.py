@@ -9,11 +9,13 @@ larger than the largest array the run swept.
 
 from __future__ import annotations
 
-# ways of a cache whose sets and ways the run left undetermined: a cache of at most this many
-# lines is fully associative (one set: every walk that fits the size hits, as the size sweeps
-# assume); a larger one gets the largest power of two up to DEFAULT_MAX_WAYS that divides its
-# lines (16, the associativity GPU simulators commonly assume for an L2 they cannot measure)
-FULLY_ASSOCIATIVE_MAX_LINES = 64
+# ways of a cache whose sets and ways the run left undetermined: an L1-level or constant cache of
+# at most this many lines is fully associative (one set: every walk that fits the size hits at
+# every stride, as the size and line tests assume; with contiguous sets a walk at twice the line
+# uses half of them and reads as a longer line); the L2, or a larger cache, gets the largest
+# power of two up to DEFAULT_MAX_WAYS that divides its lines (16, the associativity GPU
+# simulators commonly assume for an L2 they cannot measure)
+FULLY_ASSOCIATIVE_MAX_LINES = 2048
 DEFAULT_MAX_WAYS = 16
 
 POLICY = "lru"
@@ -42,3 +44,15 @@ NOISE_REASON = (
 )
 
 SHARED_CONFLICT_CYCLES = 2
+# shared memory per SM where the driver reported none (a simulated device's run): CUDA's 48 KiB
+# per block, which every GPU of compute capability 2.0 and later offers
+SHARED_BYTES = 49152
+
+
+def default_ways(lines: int, element: str = "") -> int:
+    if element != "l2" and lines <= FULLY_ASSOCIATIVE_MAX_LINES:
+        return lines
+    ways = DEFAULT_MAX_WAYS
+    while lines % ways:
+        ways //= 2
+    return ways
