@@ -196,3 +196,22 @@ def test_twin_is_refused_on_a_sim_device_and_where_its_name_is_taken():
     raw["devices"].append({**sim, "name": "gpu0_twin"})
     with pytest.raises(ConfigError, match=r"devices\[0\]\.twin: its twin would be named"):
         parse(raw)
+
+
+def test_the_report_summary_shows_the_agreement_table_and_open_questions(tmp_path):
+    from gpudissect.report.build import DeviceData, build_document
+    from gpudissect.report.model import Bullets, Table
+
+    gpu = _topo({"l2": {"size_bytes": _entry(1 << 20, "l2"), "line_bytes": _entry(128, "l2")}})
+    twin = _topo({"l2": {"size_bytes": _entry(1 << 20, "l2"), "line_bytes": _entry(64, "l2")}})
+    device = DeviceData("gpu0", {}, twin_agreement=compare_topologies(gpu, twin))
+    doc = build_document([device], title="t", report_dir=tmp_path, studies=[])
+    (table,) = [
+        b for b in doc.blocks if isinstance(b, Table) and b.header[:2] == ("quantity", "GPU")
+    ]
+    assert [r[:4] for r in table.rows] == [
+        ("l2.line_bytes", "128", "64", "differ"),
+        ("l2.size_bytes", "1048576", "1048576", "agree"),
+    ]
+    questions = [b for b in doc.blocks if isinstance(b, Bullets) and "l2.line_bytes" in b.items[0]]
+    assert questions and "GPU 128, twin 64" in questions[0].items[0]
