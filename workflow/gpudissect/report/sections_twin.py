@@ -12,10 +12,11 @@ from .model import Block, Bullets, Heading, Paragraph, Table
 ABOUT = (
     "The twin is the device profile generated from this GPU's topology document (`gpudissect "
     "twin`); the pipeline ran the topology's experiments on it. agree: the twin's run recovers "
-    "the GPU's value; differ: it does not, because the simulator has no mechanism for the "
-    "quantity or because the analysis reads the twin differently from the value its profile "
-    "carries; assumed: the GPU's run left the quantity undetermined, so the twin took a "
-    "documented default (config/README.md)."
+    "the GPU's value; differ: it does not, because the twin does not model the quantity (the "
+    "simulator has no mechanism for it, or what produces it was not measured) or because the "
+    "analysis reads the twin differently from the value its profile carries; assumed: the "
+    "GPU's run left the quantity undetermined, so the twin took a documented default "
+    "(config/README.md). The full reasons are in the agreement document."
 )
 
 

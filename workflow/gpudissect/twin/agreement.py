@@ -64,7 +64,9 @@ def compare_topologies(real: dict[str, Any], twin: dict[str, Any]) -> dict[str, 
         "counts": counts,
         "rows": rows,
         "open_questions": [
-            f"{r['element']}.{r['quantity']}: GPU {r['gpu']}, twin {r['twin']} ({r['why']})"
+            f"{r['element']}.{r['quantity']}: GPU {fmt_value(r['gpu'])}, twin "
+            f"{fmt_value(r['twin'])}: {r['why']}"
+            + (f" ({_gist(r['detail'])})" if r.get("detail") else "")
             for r in rows
             if r["status"] == "differ"
         ],
@@ -72,8 +74,13 @@ def compare_topologies(real: dict[str, Any], twin: dict[str, Any]) -> dict[str, 
 
 
 def _status(element, quantity, entry, mine, ran) -> dict[str, str]:
+    """status, why (short, for the table) and detail (the analysis's reason, where one is)."""
     if entry.get("value") is None:
-        return {"status": "assumed", "why": f"undetermined on the GPU: {entry.get('undetermined')}"}
+        return {
+            "status": "assumed",
+            "why": "undetermined on the GPU",
+            "detail": entry.get("undetermined", ""),
+        }
     experiment = entry.get("experiment")
     if experiment == "driver":
         return {"status": "not compared", "why": "reported by the driver, not measured"}
@@ -82,9 +89,17 @@ def _status(element, quantity, entry, mine, ran) -> dict[str, str]:
     if mine.get("value") is not None and agrees(entry["value"], mine["value"]):
         return {"status": "agree", "why": ""}
     why = READ_DIFFERENTLY if (element, quantity) in MODELLED else NO_MECHANISM
+    out = {"status": "differ", "why": why}
     if mine.get("value") is None:
-        why += f"; undetermined on the twin: {mine.get('undetermined', 'not measured')}"
-    return {"status": "differ", "why": why}
+        out["why"] += "; undetermined on the twin"
+        out["detail"] = mine.get("undetermined", "not measured")
+    return out
+
+
+def _gist(text: str) -> str:
+    """The first clause of an analysis's reason (the whole stays in the document)."""
+    head = text.split(";")[0].split(": ")[0].strip()
+    return head if len(head) <= 90 else head[:87] + "..."
 
 
 def fmt_value(v: Any) -> str:

@@ -230,7 +230,8 @@ def _caches_and_paths(b: TopologyReader) -> tuple[dict[str, Any], dict[str, Any]
         paths["const"] = [*const, "l2"]
         paths["cite"]["const"] = f"measured: {', '.join(const)} found on the const path"
     caches["l2"] = _cache(b, "l2", D.DEFAULT_LINE_BYTES)
-    _l2_path_latencies(b, caches["l2"], [(PATH_OF[g[0]], g[0]) for g in _groups(b)], const)
+    firsts = [(PATH_OF[e], e) for group in _groups(b) for e in group]
+    _l2_path_latencies(b, caches["l2"], firsts, const)
     paths["cg"] = ["l2"]
     paths["cite"]["cg"] = "measured: l2.size_bytes determined on the L2-only (cg) path"
     for path in ("ca", "nc", "tex"):
