@@ -15,6 +15,7 @@ include: "workflow/rules/sweep.smk"
 include: "workflow/rules/analyze.smk"
 include: "workflow/rules/plot.smk"
 include: "workflow/rules/topology.smk"
+include: "workflow/rules/twin.smk"
 include: "workflow/rules/report.smk"
 
 

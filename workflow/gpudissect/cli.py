@@ -16,6 +16,7 @@ import tempfile
 from pathlib import Path
 
 from .cli_documents import add_document_commands
+from .cli_twin import add_twin_commands
 from .exceptions import GpuDissectError
 
 log = logging.getLogger("gpudissect")
@@ -333,6 +334,7 @@ def build_parser() -> argparse.ArgumentParser:
     s.set_defaults(func=cmd_plot)
 
     add_document_commands(sub)
+    add_twin_commands(sub)
     return p
 
 

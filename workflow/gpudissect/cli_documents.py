@@ -35,6 +35,7 @@ def cmd_report(args: argparse.Namespace) -> int:
             topology_dir=opt(args.topology),
             benchmarks_dir=opt(args.benchmarks),
             study=args.study,
+            twins_dir=opt(args.twins),
         )
     else:
         raise GpuDissectError("report: give --device NAME... (a run) or --reference DIR (a fleet)")
@@ -127,6 +128,11 @@ def add_document_commands(sub) -> None:
     s.add_argument("--figures", default="results/figures", help="folder of <device>/*.png")
     s.add_argument("--topology", help="folder of <device>.json topology documents, if any")
     s.add_argument("--benchmarks", help="Snakemake benchmark folder (job times), if any")
+    s.add_argument(
+        "--twins",
+        help="folder of <device>.agreement.json (a GPU against its twin), if any: their tables "
+        "go into the summary",
+    )
     s.add_argument("--title", default="gpudissect report", help="the report's title")
     s.add_argument("--out", default="results/report/report.md", help="the Markdown to write")
     s.add_argument("--tex", help="LaTeX output (default: --out with .tex)")

@@ -7,6 +7,7 @@ and is raised before any job runs.
 from __future__ import annotations
 
 import copy
+import dataclasses
 import json
 import os
 from dataclasses import dataclass
@@ -50,6 +51,7 @@ class DeviceEntry:
     gpu_model: str | None  # Slurm GPU type of the sweeps
     experiments: dict[str, Any]  # effective (merged) experiment sections, raw for hashing
     params: dict[str, Any]  # typed parameters of each experiment (see gpudissect.families)
+    twin_of: str | None = None  # the cuda device whose twin this sim device runs
 
     def enabled(self, experiment: str) -> bool:
         return bool(self.experiments.get(experiment, {}).get("enabled", False))
@@ -296,7 +298,7 @@ def parse(raw: dict[str, Any], *, base_dir: str | os.PathLike = ".") -> RunConfi
                     "profile YAML file"
                 )
             _check_profile(profile, f"{where}.profile")
-            for k in ("arch", "carveouts", "partition", "gpu_model"):
+            for k in ("arch", "carveouts", "partition", "gpu_model", "twin"):
                 if k in raw["devices"][i]:
                     raise ConfigError(f"{where}.{k}: only for backend cuda, not sim")
         else:
@@ -326,11 +328,52 @@ def parse(raw: dict[str, Any], *, base_dir: str | os.PathLike = ".") -> RunConfi
                 params=_typed_params(merged, exp_where),
             )
         )
+    for i, (d, raw_d) in enumerate(zip(list(devices), cfg["devices"], strict=True)):
+        if not raw_d.get("twin"):
+            continue
+        if d.name + TWIN_SUFFIX in names:
+            raise ConfigError(
+                f"devices[{i}].twin: its twin would be named {d.name + TWIN_SUFFIX!r}, which "
+                "another device entry uses; allowed: twin: false, or rename that entry"
+            )
+        devices.append(twin_device(d))
     b = cfg["build"]
     return RunConfig(
         devices=tuple(devices),
         build=BuildConfig(nvcc=b["nvcc"], nvcc_flags=tuple(b["nvcc_flags"])),
         report_title=cfg["report"]["title"],
+    )
+
+
+# the experiments a twin runs: those the topology document needs (config/topology_only.yaml)
+TWIN_EXPERIMENTS = ("cache_stage1", "cache_sharing", "cache_instances", "l2", "bank_conflicts")
+TWIN_SUFFIX = "_twin"
+
+
+def twin_profile_path(gpu: str) -> Path:
+    """Where rule make_twin_profile writes the twin of cuda device `gpu`."""
+    return Path("results/twins", f"{gpu}.yaml")
+
+
+def twin_device(gpu: DeviceEntry) -> DeviceEntry:
+    """The sim device that runs the twin of cuda device `gpu` (its entry says `twin: true`): the
+    profile is generated during the run, so it is not checked here; the twin runs the
+    topology's experiments with the GPU's own settings."""
+    experiments = {
+        name: {**section, "enabled": section.get("enabled", True) and name in TWIN_EXPERIMENTS}
+        for name, section in gpu.experiments.items()
+    }
+    return dataclasses.replace(
+        gpu,
+        name=gpu.name + TWIN_SUFFIX,
+        backend="sim",
+        profile=twin_profile_path(gpu.name),
+        arch=None,
+        carveouts=(),
+        partition=None,
+        gpu_model=None,
+        experiments=experiments,
+        twin_of=gpu.name,
     )
 
 

@@ -33,6 +33,9 @@ if workflow.local_exec and getattr(_cores, "value", _cores) == 0:
     )
 
 DEVICES = {d.name: d for d in RUN.devices}
+# cuda device -> the sim device that runs its twin (a device entry with `twin: true`)
+TWINS = {d.twin_of: d.name for d in RUN.devices if d.twin_of}
+TWIN_PATTERN = "|".join(re.escape(g) for g in TWINS) or "(?!)"
 FAMILY = dict(FAMILIES)
 # experiments whose analysis also writes the tidy table its figures draw (beside the result)
 TABLED = "|".join(name for name, fam in FAMILY.items() if fam.table is not None)
@@ -161,7 +164,14 @@ def all_targets():
         print("gpudissect: latexmk not found: report.pdf is skipped", file=sys.stderr)
     for name in DEVICES:
         targets += device_targets(name)
+    targets += twin_agreements()
     return targets
+
+
+def twin_agreements():
+    """The agreement of every GPU that has a twin in this run with its twin (rule
+    compare_twin_topology)."""
+    return [f"results/twins/{g}.agreement.json" for g in TWINS]
 
 
 # ---- the report and the studies (workflow/rules/report.smk) ----
@@ -223,6 +233,8 @@ def study_targets(wildcards):
 
 def report_args(devices, tables_dir, tables, topology_dir="results/topology"):
     topo = f"--topology {topology_dir}" if devices else ""
+    if TWINS and topology_dir == "results/topology":
+        topo += " --twins results/twins"
     return (
         f"--device {' '.join(devices)} {topo} --benchmarks results/benchmarks"
         f" --tables-dir {tables_dir} --table {' '.join(tables)}"

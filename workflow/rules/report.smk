@@ -2,6 +2,7 @@ rule render_report:
     input:
         targets=[t for name in DEVICES for t in device_targets(name)],
         topology=topology_files(list(DEVICES)),
+        twins=twin_agreements(),
     output:
         md="results/report/report.md",
         tex="results/report/report.tex",

@@ -25,6 +25,7 @@ from .model import (
     Table,
     from_markdown,
 )
+from .sections_twin import twin_part
 from .studies import Study
 from .summary import CONFIDENCE, VERDICTS, device_summary, fleet_table
 
@@ -39,6 +40,7 @@ class DeviceData:
     figure_dir: str = ""  # where its figure job writes (for the regeneration appendix)
     plot_job: str = ""  # that job's benchmark key
     run_name: str = ""  # its name in the run that measured it (a fleet renames it)
+    twin_agreement: dict[str, Any] | None = None  # the GPU against its twin (report.sections_twin)
 
 
 def load_device(
@@ -50,6 +52,7 @@ def load_device(
     benchmarks_dir: Path | None = None,
     experiments: tuple[str, ...] | None = None,
     figures_flat: bool = False,
+    twin_agreement: Path | None = None,
 ) -> DeviceData:
     """A device's documents and figures (`figures_dir/<name>/`, or `figures_dir` itself when
     `figures_flat`)."""
@@ -63,6 +66,9 @@ def load_device(
     figures = [p for p in sorted(folder.glob("*.png")) if p.stem in stems]
     topo = json.loads(topology.read_text()) if topology and topology.is_file() else None
     study = figures_dir.name if figures_flat else ""
+    agreement = None
+    if twin_agreement is not None and twin_agreement.is_file():
+        agreement = json.loads(twin_agreement.read_text())
     return DeviceData(
         name,
         docs,
@@ -72,6 +78,7 @@ def load_device(
         figure_dir=str(folder),
         plot_job=f"plot/{name}_for_{study}" if study else f"plot/{name}",
         run_name=name,
+        twin_agreement=agreement,
     )
 
 
@@ -249,6 +256,8 @@ def build_document(
         doc.add(fleet_table({d.name: d.docs for d in devices}))
     for d in devices:
         doc.add(*device_summary(d.name, d.docs, d.topology))
+        if d.twin_agreement:
+            doc.add(*twin_part(d.name, d.twin_agreement))
     doc.add(PageBreak(), Contents(), PageBreak())
     for s in studies:
         doc.add(*study_part(s, devices))

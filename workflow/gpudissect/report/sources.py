@@ -18,6 +18,7 @@ def run_devices(
     topology_dir: Path | None,
     benchmarks_dir: Path | None,
     study: str | None = None,
+    twins_dir: Path | None = None,
 ) -> tuple[list[DeviceData], list[Study]]:
     """The devices of one run; with `study`, only that study's devices and experiments."""
     studies = list(STUDIES.values())
@@ -41,6 +42,7 @@ def run_devices(
             topology=topology_dir / f"{n}.json" if topology_dir else None,
             benchmarks_dir=benchmarks_dir,
             experiments=experiments,
+            twin_agreement=twins_dir / f"{n}.agreement.json" if twins_dir else None,
         )
         for n in names
     ]
@@ -49,8 +51,8 @@ def run_devices(
 
 def reference_devices(root: Path) -> list[DeviceData]:
     """Every reference GPU under `root` (a folder per GPU, each holding one configured device's
-    `analysis/<device>/`, `figures/<device>/` and optionally `topology/<device>.json`), named by
-    its folder."""
+    `analysis/<device>/`, `figures/<device>/` and optionally `topology/<device>.json` and the
+    agreement with its twin, `twin/agreement.json`), named by its folder."""
     if not root.is_dir():
         raise GpuDissectError(f"report --reference {root}: no such folder")
     devices = []
@@ -67,6 +69,7 @@ def reference_devices(root: Path) -> list[DeviceData]:
             analysis_dir=gpu / "analysis",
             figures_dir=gpu / "figures",
             topology=gpu / "topology" / f"{run}.json",
+            twin_agreement=gpu / "twin" / "agreement.json",
         )
         d.name, d.figure_dir = gpu.name, f"results/figures/{run}"
         devices.append(d)

@@ -1,0 +1,217 @@
+"""Digital twins: the profile generated from a measured topology (valid, loadable, every value
+cited to its source), the agreement of two topologies, and the errors of bad input."""
+
+import copy
+import json
+import re
+from pathlib import Path
+
+import pytest
+import yaml
+
+from gpudissect.cli import main
+from gpudissect.exceptions import TraceError
+from gpudissect.sim.profile import load_profile
+from gpudissect.topology.gather import resolve_pointer
+from gpudissect.twin import twin_profile, write_twin
+from gpudissect.twin.agreement import compare_topologies
+
+REPO = Path(__file__).resolve().parents[1]
+REFERENCES = ("h100", "h200")
+MEASURED = re.compile(
+    r"measured: \S+ = (?P<value>.+?) \(\w+, (?P<analysis>[^#]+)#(?P<pointer>/\S+), confidence"
+)
+PREFIXES = ("measured: ", "driver: ", "derived: ", "assumed: ")
+
+
+def _topology(gpu):
+    return json.loads((REPO / f"results/reference/{gpu}/topology/gpu0.json").read_text())
+
+
+def _cites(block, prefix=""):
+    """Every (dotted key, citation) of a profile mapping."""
+    for key, value in block.items():
+        if key == "cite":
+            for k, c in value.items():
+                yield f"{prefix}{k}", c
+        elif isinstance(value, dict):
+            yield from _cites(value, f"{prefix}{key}.")
+        elif isinstance(value, list):
+            for i, item in enumerate(value):
+                if isinstance(item, dict):
+                    yield from _cites(item, f"{prefix}{key}.{i}.")
+
+
+@pytest.mark.parametrize("gpu", REFERENCES)
+def test_the_twin_of_a_reference_gpu_loads_and_cites_every_value(gpu, tmp_path):
+    topo = _topology(gpu)
+    twin = twin_profile(topo, name=f"{gpu}_twin")
+    out = write_twin(twin, tmp_path / "t.yaml", topology_path="t.json", command="test")
+    profile = load_profile(out)  # schema and the loader's own checks
+    assert profile.name == f"{gpu}_twin" and profile.sms == topo["driver"]["sm_count"]
+    cites = dict(_cites(yaml.safe_load(out.read_text())))
+    assert all(c.startswith(PREFIXES) for c in cites.values()), cites
+    # every value of every cache cites something
+    for name, cache in yaml.safe_load(out.read_text())["caches"].items():
+        keys = {"size_bytes", "line_bytes", "hit_latency_cycles"} | (
+            {"ways", "set_ways"} & set(cache)
+        )
+        assert keys <= set(cache["cite"]), (name, keys - set(cache["cite"]))
+    # a measured citation names the analysis document and pointer that hold that value
+    measured = [m for c in cites.values() if (m := MEASURED.match(c))]
+    assert len(measured) > 10
+    for m in measured:
+        entry = resolve_pointer(json.loads((REPO / m["analysis"]).read_text()), m["pointer"])
+        assert m["value"] == str(entry["value"])
+    # what the GPU's run left undetermined is assumed, and named in the file's header
+    elements = topo["elements"]
+    assert elements["l1d"]["ways_per_set"]["value"] is None
+    assert "caches.l1d.ways" in dict(twin.assumed)
+    assert cites["caches.l1d.ways"].startswith("assumed: ")
+    header = [line for line in out.read_text().splitlines() if line.startswith("#")]
+    assert all(any(key in line for line in header) for key, _ in twin.assumed)
+    assert profile.caches["l1d"].size_bytes == elements["l1d"]["size_bytes"]["value"]
+    assert profile.caches["l2"].line_bytes == elements["l2"]["line_bytes"]["value"]
+
+
+def test_a_cache_shared_by_load_paths_is_one_cache_with_its_path_latencies():
+    topo = _topology("h100")
+    profile = twin_profile(topo, name="t").profile
+    assert profile["paths"]["tex"][0] == profile["paths"]["nc"][0] == "l1d"
+    tex = round(topo["elements"]["texture"]["hit_latency_cycles"]["value"])
+    assert profile["caches"]["l1d"]["path_latency_cycles"] == {"tex": tex}
+
+
+def test_a_topology_without_an_l2_size_is_refused_naming_the_key():
+    topo = copy.deepcopy(_topology("h100"))
+    topo["elements"]["l2"]["size_bytes"] = {"value": None, "undetermined": "x"}
+    with pytest.raises(TraceError, match=r"elements\.l2\.size_bytes is undetermined"):
+        twin_profile(topo, name="t")
+
+
+def test_twin_command_refuses_a_bad_name_and_a_missing_file(tmp_path, capsys):
+    topo = str(REPO / "results/reference/h100/topology/gpu0.json")
+    out = str(tmp_path / "a.yaml")
+    assert main(["twin", "--topology", topo, "--out", out, "--name=-x"]) != 0
+    assert "--name '-x': not a profile name; allowed" in capsys.readouterr().err
+    missing = str(tmp_path / "nope.json")
+    assert main(["twin", "--topology", missing, "--out", out]) != 0
+    assert f"--topology '{missing}': no such file; allowed" in capsys.readouterr().err
+    assert not Path(out).exists()
+
+
+def _entry(value, experiment="cache_stage1", unit="bytes"):
+    return {
+        "value": value,
+        "unit": unit,
+        "confidence": 1.0,
+        "method": "m",
+        "evidence": "e",
+        "experiment": experiment,
+        "analysis": "a.json",
+        "source": "/elements/x",
+    }
+
+
+def _topo(elements, experiments=("cache_stage1", "l2")):
+    return {
+        "device": "d",
+        "gpu": "g",
+        "backend": "sim",
+        "sources": [{"experiment": e, "analysis": f"{e}.json"} for e in experiments],
+        "elements": elements,
+    }
+
+
+def test_agreement_sorts_quantities_into_agree_differ_assumed_and_not_compared():
+    gpu = _topo(
+        {
+            "l1d": {
+                "size_bytes": _entry(16384),
+                "line_bytes": _entry(128),
+                "sets": {"value": None, "undetermined": "not run"},
+            },
+            "l2": {
+                "far_hit_latency_cycles": _entry(528.0, "l2", "cycles"),
+                "hit_latency_cycles": _entry(300.0, "l2", "cycles"),
+            },
+            "l1_tlb": {"entries": _entry(16, "tlbs", "entries")},
+            "dram": {"size_bytes": _entry(1 << 30, "driver")},
+        }
+    )
+    twin = _topo(
+        {
+            "l1d": {"size_bytes": _entry(16256), "line_bytes": _entry(64)},
+            "l2": {
+                "far_hit_latency_cycles": {"value": None, "undetermined": "one level"},
+                "hit_latency_cycles": _entry(306.0, "l2", "cycles"),
+            },
+        }
+    )
+    doc = compare_topologies(gpu, twin)
+    status = {f"{r['element']}.{r['quantity']}": (r["status"], r["why"]) for r in doc["rows"]}
+    # 16256 is within 3% of 16384, 306 of 300; 64 is not 128
+    assert status["l1d.size_bytes"][0] == "agree"
+    assert status["l2.hit_latency_cycles"][0] == "agree"
+    assert status["l1d.line_bytes"] == (
+        "differ",
+        "the analysis reads the twin differently from the value its profile carries",
+    )
+    assert status["l2.far_hit_latency_cycles"][0] == "differ"
+    assert status["l2.far_hit_latency_cycles"][1].startswith("the twin does not model it")
+    assert status["l1d.sets"][0] == "assumed"
+    assert status["l1_tlb.entries"] == ("not compared", "tlbs did not run on the twin")
+    assert status["dram.size_bytes"][0] == "not compared"
+    assert doc["counts"] == {"agree": 2, "differ": 2, "assumed": 1, "not compared": 2}
+    assert len(doc["open_questions"]) == 2
+
+
+def _run_config(**entry):
+    return {"devices": [{"name": "gpu0", "backend": "cuda", "index": 0, "arch": "sm_90", **entry}]}
+
+
+def test_a_cuda_device_with_twin_gets_a_sim_device_running_the_topology_experiments():
+    from gpudissect.config import TWIN_EXPERIMENTS, parse
+
+    run = parse(_run_config(twin=True))
+    gpu, twin = run.devices
+    assert (twin.name, twin.backend, twin.twin_of) == ("gpu0_twin", "sim", "gpu0")
+    assert str(twin.profile) == "results/twins/gpu0.yaml"
+    enabled = {e for e in gpu.experiments if twin.enabled(e)}
+    assert enabled == {e for e in TWIN_EXPERIMENTS if gpu.enabled(e)}
+    # the experiments config/topology_only.yaml leaves enabled are exactly the twin's
+    only = yaml.safe_load((REPO / "config/topology_only.yaml").read_text())["experiments"]
+    assert set(TWIN_EXPERIMENTS) == set(gpu.experiments) - set(only)
+    assert len(parse(_run_config()).devices) == 1
+
+
+def test_twin_is_refused_on_a_sim_device_and_where_its_name_is_taken():
+    from gpudissect.config import parse
+    from gpudissect.exceptions import ConfigError
+
+    sim = {"name": "s", "backend": "sim", "profile": str(REPO / "config/devices/gtx980.yaml")}
+    with pytest.raises(ConfigError, match=r"devices\[0\]\.twin: only for backend cuda"):
+        parse({"devices": [{**sim, "twin": True}]})
+    raw = _run_config(twin=True)
+    raw["devices"].append({**sim, "name": "gpu0_twin"})
+    with pytest.raises(ConfigError, match=r"devices\[0\]\.twin: its twin would be named"):
+        parse(raw)
+
+
+def test_the_report_summary_shows_the_agreement_table_and_open_questions(tmp_path):
+    from gpudissect.report.build import DeviceData, build_document
+    from gpudissect.report.model import Bullets, Table
+
+    gpu = _topo({"l2": {"size_bytes": _entry(1 << 20, "l2"), "line_bytes": _entry(128, "l2")}})
+    twin = _topo({"l2": {"size_bytes": _entry(1 << 20, "l2"), "line_bytes": _entry(64, "l2")}})
+    device = DeviceData("gpu0", {}, twin_agreement=compare_topologies(gpu, twin))
+    doc = build_document([device], title="t", report_dir=tmp_path, studies=[])
+    (table,) = [
+        b for b in doc.blocks if isinstance(b, Table) and b.header[:2] == ("quantity", "GPU")
+    ]
+    assert [r[:4] for r in table.rows] == [
+        ("l2.line_bytes", "128", "64", "differ"),
+        ("l2.size_bytes", "1048576", "1048576", "agree"),
+    ]
+    questions = [b for b in doc.blocks if isinstance(b, Bullets) and "l2.line_bytes" in b.items[0]]
+    assert questions and "GPU 128, twin 64" in questions[0].items[0]

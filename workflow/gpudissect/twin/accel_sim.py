@@ -1,0 +1,219 @@
+"""The GPGPU-Sim / Accel-Sim options (`gpgpusim.config`) that a topology document determines.
+
+Each option is written after a comment that cites the measured quantity (or driver fact) it
+comes from; an option whose geometry needs a value the run left undetermined is written with
+the twin's documented default and says so; options the topology cannot determine are listed at
+the end for the user. Formats (as GPGPU-Sim parses them):
+- caches `-gpgpu_cache:dl1`, `-gpgpu_cache:dl2`, `-gpgpu_const_cache:l1`:
+  `<N|S>:<sets>:<line bytes>:<ways>,<replacement>:<write>:<alloc>:<write alloc>:<set index>,`
+  `<mshr type>:<mshr entries>:<mshr merge>,<miss queue>:<result fifo>` (S: sectored, 32-byte
+  sectors; replacement L LRU or F FIFO; set index L linear); the L2's sets are per memory
+  sub-partition (slice).
+- latencies in core cycles: `-gpgpu_l1_latency`, `-gpgpu_smem_latency`, `-gpgpu_l2_rop_latency`,
+  `-dram_latency`; `-gpgpu_shmem_num_banks`, `-gpgpu_shmem_size`, `-gpgpu_n_clusters`,
+  `-gpgpu_n_cores_per_cluster`, `-gpgpu_shader_core_pipeline <threads>:<warp size>`,
+  `-gpgpu_compute_capability_major|minor`.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from . import defaults as D
+from .reading import TopologyReader
+
+SECTOR_BYTES = 32  # GPGPU-Sim's sectored caches have 4 sectors of 32 bytes per 128-byte line
+REPLACEMENT = {"lru": "L", "fifo": "F"}
+# fields no microbenchmark of this project measures (write and allocation policy, queue sizes):
+# written as these placeholders and listed for the user
+UNMEASURED_L1 = ("T:m:L:L", "16:0")
+UNMEASURED_L2 = ("B:m:L:L", "32:0")
+UNMEASURED_CONST = ("R:f:N:L", "4:0")
+LEFT_FOR_USER = (
+    ("-gpgpu_clock_domains", "interconnect, L2 and DRAM clocks are not measured"),
+    ("-gpgpu_n_mem, -gpgpu_n_sub_partition_per_mchannel", "the run measures no L2 slice map"),
+    ("-gpgpu_mem_addr_mapping, -gpgpu_dram_timing_opt", "DRAM organisation is not measured"),
+    ("-gpgpu_shmem_option, -gpgpu_unified_l1d_size", "carveout steps are the driver's"),
+    ("-gpgpu_cache:il1, -ptx_opcode_latency_*", "instruction caches and ALUs are not measured"),
+)
+
+
+class _Config:
+    def __init__(self, b: TopologyReader) -> None:
+        self.b = b
+        self.lines: list[str] = []
+        self.left: list[tuple[str, str]] = []
+
+    def option(self, name: str, value: Any, why: str) -> None:
+        self.lines += [f"# {why}", f"{name} {value}"]
+
+    def leave(self, name: str, why: str) -> None:
+        self.left.append((name, why))
+
+
+def _geometry(c: _Config, element: str) -> tuple[int, int, int, str, list[str]]:
+    """(lines, line bytes, ways, replacement char, notes) of one cache."""
+    b = c.b
+    line = int(b.value(element, "line_bytes"))
+    lines = int(b.value(element, "size_bytes")) // line
+    notes = [b.cite(element, "size_bytes"), b.cite(element, "line_bytes")]
+    ways_per_set = b.value(element, "ways_per_set")
+    if ways_per_set and len(set(ways_per_set)) == 1 and sum(ways_per_set) == lines:
+        ways = int(ways_per_set[0])
+        notes.append(b.cite(element, "ways_per_set"))
+    else:
+        ways = D.default_ways(lines, element)
+        notes.append(f"ways ASSUMED {ways} (sets and ways undetermined; the twin's default)")
+    policy = b.value(element, "policy")
+    if policy in REPLACEMENT:
+        rep = REPLACEMENT[policy]
+        notes.append(b.cite(element, "policy"))
+    else:
+        rep = "L"
+        notes.append(
+            f"replacement ASSUMED LRU (measured: {policy})" if policy else "replacement ASSUMED LRU"
+        )
+    return lines, line, ways, rep, notes
+
+
+def _mshr(c: _Config, default: str) -> tuple[str, str]:
+    entries, merge = c.b.value("requests", "entries"), c.b.value("requests", "merge_capacity")
+    if c.b.value("requests", "kind") == "mshr" and entries and merge:
+        return f"A:{int(entries)}:{int(merge)}", (
+            f"MSHR {c.b.cite('requests', 'entries')}; {c.b.cite('requests', 'merge_capacity')}"
+        )
+    return default, f"MSHR {default} placeholder (entries or merge capacity undetermined)"
+
+
+def _cache_line(
+    c: _Config, option: str, element: str, unmeasured: tuple[str, str], slices: int = 1
+) -> None:
+    b = c.b
+    if b.value(element, "size_bytes") is None or b.value(element, "line_bytes") is None:
+        c.leave(option, f"{element} size or line undetermined")
+        return
+    lines, line, ways, rep, notes = _geometry(c, element)
+    if lines % (ways * slices):
+        c.leave(option, f"{lines} lines do not divide into {ways} ways x {slices} slices")
+        return
+    sets = lines // (ways * slices)
+    sector = b.value(element, "sector_bytes")
+    kind = "S" if sector == SECTOR_BYTES and line == 4 * SECTOR_BYTES else "N"
+    notes.append(
+        b.cite(element, "sector_bytes") if sector else "sector undetermined: not sectored (N)"
+    )
+    mshr, mshr_note = _mshr(c, "A:256:8" if element != "constant_l1" else "S:2:64")
+    wr, queues = unmeasured
+    value = f"{kind}:{sets}:{line}:{ways},{rep}:{wr},{mshr},{queues}"
+    per = (
+        f" per slice ({slices} slices given on the command line, not measured)"
+        if slices > 1
+        else ""
+    )
+    notes += [
+        f"{sets} sets{per}",
+        mshr_note,
+        f"write/alloc fields {wr} and queues {queues} not measured",
+    ]
+    c.option(option, value, "; ".join(notes))
+    c.leave(option, f"check the unmeasured write/allocation fields ({wr}) and queues")
+
+
+def _latency(c: _Config, option: str, element: str, minus: str | None = None) -> None:
+    b = c.b
+    v = b.value(element, "hit_latency_cycles" if minus != "miss" else "miss_latency_cycles")
+    if v is None:
+        c.leave(option, f"{element} latency undetermined")
+        return
+    if minus is None:
+        c.option(option, round(v), b.cite(element, "hit_latency_cycles") + " (P-chase latency)")
+        return
+    if minus == "miss":  # DRAM: the L2's miss latency minus its hit latency
+        hit = b.value(element, "hit_latency_cycles")
+        if hit is None:
+            c.leave(option, "l2 hit latency undetermined")
+            return
+        c.option(
+            option,
+            round(v - hit),
+            f"derived: L2 miss - L2 hit ({b.cite(element, 'miss_latency_cycles')}; "
+            f"{b.cite(element, 'hit_latency_cycles')})",
+        )
+        return
+    base = b.value(minus, "hit_latency_cycles")
+    if base is None:
+        c.leave(option, f"{minus} hit latency undetermined")
+        return
+    c.option(
+        option,
+        round(v - base),
+        f"derived: {element} hit - {minus} hit, interconnect included "
+        f"({b.cite(element, 'hit_latency_cycles')}; {b.cite(minus, 'hit_latency_cycles')})",
+    )
+
+
+def accel_sim_config(topology: dict[str, Any], *, l2_slices: int | None, command: str) -> str:
+    """The options as the text of a gpgpusim.config fragment."""
+    b = TopologyReader(topology)
+    c = _Config(b)
+    facts = topology.get("driver") or {}
+    if facts.get("sm_count"):
+        c.option("-gpgpu_n_clusters", facts["sm_count"], f"driver: sm_count = {facts['sm_count']}")
+        c.option("-gpgpu_n_cores_per_cluster", 1, "one SM per cluster: clusters = SMs")
+    if facts.get("max_threads_per_sm"):
+        c.option(
+            "-gpgpu_shader_core_pipeline",
+            f"{facts['max_threads_per_sm']}:32",
+            f"driver: max_threads_per_sm = {facts['max_threads_per_sm']}, 32 threads per warp",
+        )
+    cc = str(facts.get("compute_capability") or "")
+    if "." in cc:
+        major, minor = cc.split(".", 1)
+        c.option("-gpgpu_compute_capability_major", major, f"driver: compute_capability = {cc}")
+        c.option("-gpgpu_compute_capability_minor", minor, f"driver: compute_capability = {cc}")
+    _cache_line(c, "-gpgpu_cache:dl1", "l1d", UNMEASURED_L1)
+    _latency(c, "-gpgpu_l1_latency", "l1d")
+    if "l1d" in (b.value("texture", "shared_with") or []):
+        c.leave("-gpgpu_tex_cache:l1", "the texture path reads the L1 data cache (shared_with)")
+    else:
+        c.leave("-gpgpu_tex_cache:l1", "texture cache fields (fifo sizes) are not measured")
+    _cache_line(c, "-gpgpu_const_cache:l1", "constant_l1", UNMEASURED_CONST)
+    if b.value("shared", "size_bytes"):
+        c.option(
+            "-gpgpu_shmem_size",
+            int(b.value("shared", "size_bytes")),
+            b.cite("shared", "size_bytes"),
+        )
+    else:
+        c.leave("-gpgpu_shmem_size", "shared memory size undetermined")
+    if b.value("shared", "banks"):
+        c.option(
+            "-gpgpu_shmem_num_banks", int(b.value("shared", "banks")), b.cite("shared", "banks")
+        )
+    else:
+        c.leave("-gpgpu_shmem_num_banks", "banks undetermined")
+    _latency(c, "-gpgpu_smem_latency", "shared")
+    if l2_slices:
+        _cache_line(c, "-gpgpu_cache:dl2", "l2", UNMEASURED_L2, slices=l2_slices)
+    else:
+        c.leave("-gpgpu_cache:dl2", "its sets are per L2 slice: give --l2-slices N")
+    _latency(c, "-gpgpu_l2_rop_latency", "l2", minus="l1d")
+    _latency(c, "-dram_latency", "l2", minus="miss")
+    for name, why in LEFT_FOR_USER:
+        c.leave(name, why)
+    if b.value("l2", "far_hit_latency_cycles") is not None:
+        c.leave(
+            "L2 near/far partitions",
+            f"measured (far hit {b.value('l2', 'far_hit_latency_cycles')} cycles) but GPGPU-Sim "
+            "has one L2 latency",
+        )
+    head = [
+        f"# GPGPU-Sim / Accel-Sim options determined by the topology of {topology.get('gpu')}",
+        f"# ({topology.get('device')}, {topology.get('backend')}); made by `{command}`.",
+        "# Each option follows the comment that cites where it comes from; ASSUMED marks the",
+        f"# twin's defaults (config/README.md). Fully associative up to "
+        f"{D.FULLY_ASSOCIATIVE_MAX_LINES} lines.",
+        "",
+    ]
+    tail = ["", "# Left for the user:"] + [f"#   {n}: {why}" for n, why in c.left]
+    return "\n".join(head + c.lines + tail) + "\n"

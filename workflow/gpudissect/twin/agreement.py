@@ -1,0 +1,155 @@
+"""Per quantity, a GPU's topology against its twin's: agree, differ, assumed or not compared.
+
+Both sides are topology documents (the twin's comes from running the pipeline on the generated
+profile); no profile is read. A quantity of the GPU's document is
+- `assumed` when the GPU's run left it undetermined (the twin took a documented default),
+- `not compared` when it comes from the driver or from an experiment the twin's run did not run,
+- `agree` when the twin's run recovers it (numbers within the topology's 3% rule, `reconcile`),
+- `differ` otherwise, with why: the profile carries the value (`twin.MODELLED`), so the analysis
+  read the twin differently from the value it was built with; or the twin does not model it (the
+  simulator has no mechanism for it, or the run did not measure what produces it, such as the TLBs
+  behind an L2 latency step): an open question either way.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..topology.reconcile import agrees
+from .build import MODELLED
+
+STATUSES = ("agree", "differ", "assumed", "not compared")
+NO_MECHANISM = (
+    "the twin does not model it: the simulator has no mechanism for it, or what produces it "
+    "was not measured"
+)
+READ_DIFFERENTLY = "the analysis reads the twin differently from the value its profile carries"
+
+
+def _twin_experiments(twin: dict[str, Any]) -> set[str]:
+    return {s["experiment"] for s in twin.get("sources") or []}
+
+
+def compare_topologies(real: dict[str, Any], twin: dict[str, Any]) -> dict[str, Any]:
+    """The agreement document: one row per quantity of `real`, the counts, the open questions."""
+    ran = _twin_experiments(twin)
+    rows = []
+    for element, quantities in sorted((real.get("elements") or {}).items()):
+        for quantity, entry in sorted(quantities.items()):
+            mine = ((twin.get("elements") or {}).get(element) or {}).get(quantity) or {}
+            row = {
+                "element": element,
+                "quantity": quantity,
+                "gpu": entry.get("value"),
+                "twin": mine.get("value"),
+                "unit": entry.get("unit") or mine.get("unit"),
+                "gpu_experiment": entry.get("experiment"),
+                "twin_experiment": mine.get("experiment"),
+            }
+            row.update(_status(element, quantity, entry, mine, ran))
+            rows.append(row)
+    counts = {s: sum(r["status"] == s for r in rows) for s in STATUSES}
+    return {
+        "gpu": {
+            "device": real.get("device"),
+            "gpu": real.get("gpu"),
+            "backend": real.get("backend"),
+        },
+        "twin": {
+            "device": twin.get("device"),
+            "gpu": twin.get("gpu"),
+            "backend": twin.get("backend"),
+        },
+        "rule": "numbers agree within 3% (the topology's reconciliation rule), others when equal",
+        "counts": counts,
+        "rows": rows,
+        "open_questions": [
+            f"{r['element']}.{r['quantity']}: GPU {fmt_value(r['gpu'])}, twin "
+            f"{fmt_value(r['twin'])}: {r['why']}"
+            + (f" ({_gist(r['detail'])})" if r.get("detail") else "")
+            for r in rows
+            if r["status"] == "differ"
+        ],
+    }
+
+
+def _status(element, quantity, entry, mine, ran) -> dict[str, str]:
+    """status, why (short, for the table) and detail (the analysis's reason, where one is)."""
+    if entry.get("value") is None:
+        return {
+            "status": "assumed",
+            "why": "undetermined on the GPU",
+            "detail": entry.get("undetermined", ""),
+        }
+    experiment = entry.get("experiment")
+    if experiment == "driver":
+        return {"status": "not compared", "why": "reported by the driver, not measured"}
+    if experiment not in ran:
+        return {"status": "not compared", "why": f"{experiment} did not run on the twin"}
+    if mine.get("value") is not None and agrees(entry["value"], mine["value"]):
+        return {"status": "agree", "why": ""}
+    why = READ_DIFFERENTLY if (element, quantity) in MODELLED else NO_MECHANISM
+    out = {"status": "differ", "why": why}
+    if mine.get("value") is None:
+        out["why"] += "; undetermined on the twin"
+        out["detail"] = mine.get("undetermined", "not measured")
+    return out
+
+
+def _gist(text: str) -> str:
+    """The first clause of an analysis's reason (the whole stays in the document)."""
+    head = text.split(";")[0].split(": ")[0].strip()
+    return head if len(head) <= 90 else head[:87] + "..."
+
+
+def fmt_value(v: Any) -> str:
+    if v is None:
+        return "undetermined"
+    if isinstance(v, float):
+        return f"{v:g}"
+    if isinstance(v, list):
+        return ", ".join(str(x) for x in v) or "none"
+    return str(v)
+
+
+def agreement_table(doc: dict[str, Any]) -> tuple[tuple[str, ...], list[tuple[str, ...]]]:
+    """(header, rows) of the compared, differing and assumed quantities."""
+    header = ("quantity", "GPU", "twin", "status", "why")
+    rows = [
+        (
+            f"{r['element']}.{r['quantity']}",
+            fmt_value(r["gpu"]),
+            fmt_value(r["twin"]),
+            r["status"],
+            r["why"],
+        )
+        for r in doc["rows"]
+        if r["status"] != "not compared"
+    ]
+    return header, rows
+
+
+def counts_line(doc: dict[str, Any]) -> str:
+    c = doc["counts"]
+    return (
+        f"{c['agree']} agree, {c['differ']} differ, {c['assumed']} assumed "
+        f"({c['not compared']} not compared: driver facts and experiments the twin did not run)"
+    )
+
+
+def to_markdown(doc: dict[str, Any]) -> str:
+    header, rows = agreement_table(doc)
+    lines = [
+        f"# {doc['gpu']['gpu']} and its twin",
+        "",
+        f"GPU topology `{doc['gpu']['device']}` ({doc['gpu']['backend']}) against the topology "
+        f"the pipeline recovers from its twin `{doc['twin']['device']}` "
+        f"({doc['twin']['backend']}): {counts_line(doc)}. Rule: {doc['rule']}.",
+        "",
+        "| " + " | ".join(header) + " |",
+        "|" + "---|" * len(header),
+    ]
+    lines += ["| " + " | ".join(c.replace("|", "/") for c in row) + " |" for row in rows]
+    lines += ["", "## Open questions", ""]
+    lines += [f"- {q}" for q in doc["open_questions"]] or ["- none"]
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,303 @@
+"""A device profile built from a measured topology document: the digital twin of a GPU.
+
+Every value of the profile cites where it came from, in the `cite` map of its block:
+`measured: <element>.<quantity> = <value> (<experiment>, <analysis>#<pointer>, confidence c)`
+for a value the run determined, `driver: <fact> = <value>` for a fact the driver reported,
+`derived: ...` for arithmetic on those, and `assumed: <why>` where the run left the quantity
+undetermined (the defaults of `defaults.py`). The profile is plain data; the simulator reads it
+like any other (DESIGN.md: the analysis never reads it, comparisons are between topologies).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..exceptions import TraceError
+from ..topology.reconcile import agrees
+from . import defaults as D
+from .blocks import requests_block, shared_block, tlbs_block
+from .reading import TopologyReader, round_int
+
+L1_LEVEL = ("l1d", "texture", "readonly")
+PATH_OF = {"l1d": "ca", "texture": "tex", "readonly": "nc"}
+CACHES = ("l1d", "texture", "readonly", "constant_l1", "constant_l15", "l2")
+# (element, quantity) the profile carries into the simulator: a twin that reads one of them
+# differently points at the analysis; any other measured quantity has no mechanism in the
+# simulator (e.g. the L2's near and far partitions)
+MODELLED = frozenset(
+    {(c, q) for c in CACHES for q in ("size_bytes", "line_bytes", "sector_bytes", "sets")}
+    | {(c, q) for c in CACHES for q in ("ways_per_set", "set_index_bits", "policy")}
+    | {(c, q) for c in CACHES for q in ("hit_latency_cycles", "instances_per_sm", "shared_with")}
+    | {(c, q) for c in CACHES for q in ("miss_latency_cycles", "miss_penalty_cycles")}
+    | {(t, q) for t in ("l1_tlb", "l2_tlb") for q in ("entries", "page_bytes", "sets")}
+    | {(t, q) for t in ("l1_tlb", "l2_tlb") for q in ("ways_per_set", "policy")}
+    | {(t, "miss_penalty_cycles") for t in ("l1_tlb", "l2_tlb")}
+    | {("shared", q) for q in ("size_bytes", "banks", "bank_width_bytes", "modes_bytes")}
+    | {("shared", q) for q in ("hit_latency_cycles", "conflict_latency_cycles")}
+    | {("requests", q) for q in ("kind", "entries", "merge_capacity", "per_warp_limit")}
+    | {("page_table", q) for q in ("page_table_window_bytes", "window_switch_penalty_cycles")}
+)
+
+
+@dataclass
+class Twin:
+    """The profile (a YAML-ready mapping) and the keys it assumed, with why."""
+
+    profile: dict[str, Any]
+    assumed: list[tuple[str, str]] = field(default_factory=list)  # (dotted key, reason)
+
+
+def _pow2_floor(n: int) -> int:
+    return 1 << (max(n, 1).bit_length() - 1)
+
+
+def _top(b: TopologyReader, name: str) -> dict[str, Any]:
+    gpu = b.topo.get("gpu") or b.topo.get("device")
+    cite: dict[str, str] = {
+        "gpu": f"measured: the topology document's gpu ({b.topo.get('device')})"
+    }
+    out: dict[str, Any] = {"profile_version": 1, "name": name, "gpu": f"{gpu} (twin)"}
+    cc = b.driver.get("compute_capability")
+    if cc:
+        out["compute_capability"] = str(cc)
+        cite["compute_capability"] = f"driver: compute_capability = {cc}"
+    sms = b.fact((("sm_count", 1),))
+    out["sms"] = round_int(sms[0]) if sms else D.DEFAULT_SMS
+    cite["sms"] = sms[1] if sms else b.assume("sms", "the driver reported no SM count")
+    threads = b.fact((("max_threads_per_sm", 1),))
+    out["max_warps_per_sm"] = round_int(threads[0] / 32) if threads else D.DEFAULT_MAX_WARPS_PER_SM
+    cite["max_warps_per_sm"] = (
+        f"derived: {threads[1]} / 32 threads per warp"
+        if threads
+        else b.assume("max_warps_per_sm", "the driver reported no thread limit per SM")
+    )
+    out["cite"] = cite
+    clocks: dict[str, Any] = {"cite": {}}
+    for key, names, default in (
+        ("sm_mhz", (("sm_clock_khz", 1e-3), ("sm_clock_mhz", 1)), D.DEFAULT_SM_MHZ),
+        ("memory_mhz", (("memory_clock_khz", 1e-3), ("memory_clock_mhz", 1)), D.DEFAULT_MEMORY_MHZ),
+    ):
+        got = b.fact(names)
+        clocks[key] = round(got[0], 3) if got else default
+        clocks["cite"][key] = got[1] if got else b.assume(f"clocks.{key}", "no clock reported")
+    out["clocks"] = {k: clocks[k] for k in ("sm_mhz", "memory_mhz")} | {"cite": clocks["cite"]}
+    out["sms"], out["max_warps_per_sm"] = out.pop("sms"), out.pop("max_warps_per_sm")
+    return out
+
+
+def _groups(b: TopologyReader) -> list[list[str]]:
+    """The L1-level elements with a size, grouped into physical caches by `shared_with`."""
+    present = [e for e in L1_LEVEL if b.value(e, "size_bytes") is not None]
+    groups: list[list[str]] = []
+    for e in present:
+        mates = set(b.value(e, "shared_with") or []) & set(present)
+        home = next((g for g in groups if mates & set(g) or e in g), None)
+        if home is None:
+            groups.append([e])
+        elif e not in home:
+            home.append(e)
+    return groups
+
+
+def _cache(b: TopologyReader, element: str, fallback_line: int) -> dict[str, Any]:
+    where = f"caches.{element}"
+    cite: dict[str, str] = {}
+    line = b.value(element, "line_bytes")
+    if line is None or line & (line - 1):
+        line = fallback_line
+        cite["line_bytes"] = b.assume(
+            f"{where}.line_bytes", f"{line} B, the line of the cache before it on its path"
+        )
+    else:
+        cite["line_bytes"] = b.cite(element, "line_bytes")
+    size = b.value(element, "size_bytes")
+    if size is None:
+        bound = (b.elements.get(element, {}).get("size_bytes") or {}).get("lower_bound")
+        size = 2 * _pow2_floor(int(bound)) if bound else 64 * 1024
+        cite["size_bytes"] = b.assume(
+            f"{where}.size_bytes",
+            f"{size} B: the run found it larger than the largest array it swept "
+            f"({bound} B); twice that keeps it so",
+        )
+    else:
+        cite["size_bytes"] = b.cite(element, "size_bytes")
+    lines = max(int(size) // line, 1)
+    out: dict[str, Any] = {"size_bytes": lines * line, "line_bytes": line}
+    if lines * line != size:
+        cite["size_bytes"] += f"; rounded down to whole {line}-B lines"
+    sector = b.value(element, "sector_bytes")
+    if sector and sector <= line and line % sector == 0 and line // sector <= 32:
+        out["sector_bytes"] = int(sector)
+        cite["sector_bytes"] = b.cite(element, "sector_bytes")
+    ways = b.value(element, "ways_per_set")
+    if ways and sum(ways) == lines:
+        out["set_ways"] = [int(w) for w in ways]
+        cite["set_ways"] = b.cite(element, "ways_per_set")
+    else:
+        out["ways"] = D.default_ways(lines, element)
+        cite["ways"] = b.assume(
+            f"{where}.ways",
+            f"{out['ways']} ways of {lines} lines (sets and ways undetermined: config/README.md, "
+            "'Digital twins of a measured GPU')",
+        )
+    sets = lines // out["ways"] if "ways" in out else len(out["set_ways"])
+    bits = b.value(element, "set_index_bits")
+    if bits and 2 ** len(bits) == sets:
+        out["index"] = {"kind": "bit_list", "bits": [int(x) for x in bits]}
+        cite["index"] = b.cite(element, "set_index_bits")
+    elif sets > 1:
+        cite["index"] = b.assume(f"{where}.index", D.INDEX_REASON)
+    out["policy"] = _policy(b, element, out, cite, where)
+    out["hit_latency_cycles"] = round_int(b.value(element, "hit_latency_cycles") or 0)
+    cite["hit_latency_cycles"] = (
+        b.cite(element, "hit_latency_cycles")
+        if b.value(element, "hit_latency_cycles") is not None
+        else b.assume(f"{where}.hit_latency_cycles", "0 cycles: no hit latency measured")
+    )
+    copies = b.value(element, "instances_per_sm")
+    if copies and copies > 1:
+        out["instances_per_sm"] = int(copies)
+        cite["instances_per_sm"] = b.cite(element, "instances_per_sm")
+    out["cite"] = cite
+    return out
+
+
+def _policy(b: TopologyReader, element: str, cache: dict, cite: dict, where: str) -> dict[str, Any]:
+    policy = b.value(element, "policy")
+    ways = cache.get("ways") or min(cache["set_ways"])
+    uniform = "ways" in cache or len(set(cache["set_ways"])) == 1
+    freq = b.value(element, "way_replacement_freq")
+    measured = b.cite(element, "policy") if policy else ""
+    if policy in ("lru", "fifo", "random"):
+        return {"kind": policy, "cite": {"kind": measured}}
+    if policy == "plru" and uniform and ways & (ways - 1) == 0 and ways <= 32:
+        return {"kind": "plru", "cite": {"kind": measured}}
+    if policy == "non-lru" and freq and uniform and len(freq) == ways:
+        total = sum(freq)
+        weights = [round(f / total, 6) for f in freq]
+        weights[-1] = round(1 - sum(weights[:-1]), 6)
+        return {
+            "kind": "weighted_random",
+            "weights": weights,
+            "cite": {"kind": measured, "weights": b.cite(element, "way_replacement_freq")},
+        }
+    reason = D.POLICY_REASON
+    if policy:
+        reason = f"LRU: the measured {policy} does not fit the twin's {ways} ways"
+    return {"kind": D.POLICY, "cite": {"kind": b.assume(f"{where}.policy", reason)}}
+
+
+def _caches_and_paths(b: TopologyReader) -> tuple[dict[str, Any], dict[str, Any]]:
+    caches: dict[str, Any] = {}
+    paths: dict[str, Any] = {"cite": {}}
+    l2_line = b.value("l2", "line_bytes") or D.DEFAULT_LINE_BYTES
+    if b.value("l2", "size_bytes") is None:
+        raise TraceError(
+            f"twin of {b.topo.get('device')!r}: elements.l2.size_bytes is undetermined; a twin "
+            "needs the L2 (run the l2 or cache_stage1 experiment)"
+        )
+    for group in _groups(b):
+        home = group[0]
+        cache = _cache(b, home, l2_line)
+        lat = {}
+        for member in group:
+            path = PATH_OF[member]
+            mine = b.value(member, "hit_latency_cycles")
+            if (
+                member != home
+                and mine is not None
+                and round_int(mine) != cache["hit_latency_cycles"]
+            ):
+                lat[path] = round_int(mine)
+                cache["cite"][f"path_latency_cycles.{path}"] = b.cite(member, "hit_latency_cycles")
+            paths[path] = [home, "l2"]
+            paths["cite"][path] = f"measured: {member}.size_bytes determined on the {path} path" + (
+                f"; one cache with {home} ({b.cite(member, 'shared_with')})"
+                if member != home
+                else ""
+            )
+        if lat:
+            cache["path_latency_cycles"] = lat
+        caches[home] = cache
+    const = []
+    for element in ("constant_l1", "constant_l15"):
+        if b.value(element, "size_bytes") is not None or b.value(element, "hit_latency_cycles"):
+            line = caches[const[-1]]["line_bytes"] if const else l2_line
+            caches[element] = _cache(b, element, line)
+            const.append(element)
+    if const:
+        paths["const"] = [*const, "l2"]
+        paths["cite"]["const"] = f"measured: {', '.join(const)} found on the const path"
+    caches["l2"] = _cache(b, "l2", D.DEFAULT_LINE_BYTES)
+    firsts = [(PATH_OF[e], e) for group in _groups(b) for e in group]
+    _l2_path_latencies(b, caches["l2"], firsts, const)
+    paths["cg"] = ["l2"]
+    paths["cite"]["cg"] = "measured: l2.size_bytes determined on the L2-only (cg) path"
+    for path in ("ca", "nc", "tex"):
+        if path not in paths:
+            paths[path] = ["l2"]
+            paths["cite"][path] = (
+                "measured: no L1-level cache was sized on this path; its loads read the L2"
+            )
+    return caches, {k: paths[k] for k in ("ca", "cg", "nc", "tex", "const", "cite") if k in paths}
+
+
+def _l2_path_latencies(b: TopologyReader, l2: dict, firsts: list, const: list) -> None:
+    """An L1-level miss is an L2 hit: where a path's miss latency differs from the L2's own hit
+    latency (Fermi's texture path reaches the L2 more slowly, NPC Table 5), the L2 has a latency
+    of its own on that path."""
+    pairs = [(path, element) for path, element in firsts]
+    if const:
+        pairs.append(("const", const[-1]))
+    for path, element in pairs:
+        miss = b.value(element, "miss_latency_cycles")
+        if miss is None or agrees(miss, l2["hit_latency_cycles"]):
+            continue
+        l2.setdefault("path_latency_cycles", {})[path] = round_int(miss)
+        l2["cite"][f"path_latency_cycles.{path}"] = (
+            b.cite(element, "miss_latency_cycles") + f" (a {element} miss on {path} hits the L2)"
+        )
+
+
+def _dram(b: TopologyReader) -> dict[str, Any]:
+    out: dict[str, Any] = {"cite": {}}
+    miss = b.value("l2", "miss_latency_cycles")
+    out["latency_cycles"] = (
+        round_int(miss)
+        if miss is not None
+        else 4 * round_int(b.value("l2", "hit_latency_cycles") or 100)
+    )
+    out["cite"]["latency_cycles"] = (
+        b.cite("l2", "miss_latency_cycles") + " (a load that misses the L2 reads DRAM)"
+        if miss is not None
+        else b.assume("dram.latency_cycles", "four L2 hit latencies: no L2 miss latency measured")
+    )
+    size = b.value("dram", "size_bytes")
+    if size:
+        out["size_bytes"] = int(size)
+        out["cite"]["size_bytes"] = b.cite("dram", "size_bytes")
+    return {k: out[k] for k in ("latency_cycles", "size_bytes", "cite") if k in out}
+
+
+def twin_profile(topology: dict[str, Any], *, name: str) -> Twin:
+    """The twin of the device `topology` describes (a topology document, config/README.md)."""
+    b = TopologyReader(topology)
+    profile = _top(b, name)
+    caches, paths = _caches_and_paths(b)
+    profile["dram"] = _dram(b)
+    profile["caches"] = caches
+    profile["paths"] = paths
+    for key, block in (
+        ("tlbs", tlbs_block(b)),
+        ("shared", shared_block(b)),
+        ("requests", requests_block(b)),
+    ):
+        if block is not None:
+            profile[key] = block
+        else:
+            b.assume(key, f"no {key} block: the run did not determine what it needs")
+    profile["noise"] = dict(D.NOISE) | {
+        "cite": {k: b.assume(f"noise.{k}", D.NOISE_REASON) for k in D.NOISE}
+    }
+    return Twin(profile, b.assumed)
