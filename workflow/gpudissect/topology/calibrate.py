@@ -70,8 +70,9 @@ def calibrate(elements: dict[str, dict[str, Any]], timing: dict[str, Any] | None
                 }
             elif overhead.get("value") is None:
                 entry["calibrated_value"] = None
+                why = overhead["undetermined"]
                 entry["calibration"] = {
-                    "undetermined": f"the window overhead is undetermined: {overhead['undetermined']}"
+                    "undetermined": f"the window overhead is undetermined: {why}"
                 }
             else:
                 entry["calibrated_value"] = round(float(entry["value"]) - overhead["value"], 2)
