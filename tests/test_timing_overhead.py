@@ -13,7 +13,7 @@ from gpudissect.analysis.timing_overhead import analyse
 from gpudissect.backends.sim import SimBackend
 from gpudissect.experiments import timing_overhead as t
 from gpudissect.families import FAMILIES
-from gpudissect.report.topology_table import topology_table, to_markdown
+from gpudissect.report.topology_table import to_markdown, topology_table
 from gpudissect.topology import build_topology, validate_topology
 
 REPO = Path(__file__).resolve().parents[1]
