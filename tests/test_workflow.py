@@ -113,7 +113,7 @@ def test_report_is_rendered_twice_from_one_model(workdir):
     md, tex = (report / "report.md").read_text(), (report / "report.tex").read_text()
     assert md.index("## Summary") < md.index("**Contents**") < md.index("## Device tiny")
     assert r"\section{Summary}" in tex and r"\tableofcontents" in tex
-    assert (report / "tables/provenance.csv").read_text().count("\n") == 1 + 14  # every trace
+    assert (report / "tables/provenance.csv").read_text().count("\n") == 1 + 15  # every trace
     if shutil.which("latexmk"):
         assert (report / "report.pdf").read_bytes()[:5] == b"%PDF-"
 
@@ -124,7 +124,7 @@ def test_html_report_captions_name_their_own_figures(workdir):
     html = (workdir / "results/report/report.html").read_text()
     results = json.loads(re.search(r"var results = (\{.*?\});\n", html, re.S).group(1))
     figures = {k: v for k, v in results.items() if v["mime_type"] == "image/png"}
-    assert len(figures) == 24  # every figure stem of every family, for the one device
+    assert len(figures) == 25  # every figure stem of every family, for the one device
     for path, item in figures.items():
         assert Path(path).name in item["caption"], (path, item["caption"][:200])
         assert item["labels"]["figure"] == Path(path).name

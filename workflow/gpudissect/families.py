@@ -283,6 +283,14 @@ _FAMILIES = (
         sweep_inputs=_tlbs_result_input,
         analysis_inputs=_tlbs_result_input,
     ),
+    Family(
+        name="timing_overhead",
+        experiment="timing_overhead",
+        analyse="analysis.timing_overhead:analyse",
+        plot="plotting.timing:plot_timing_overhead",
+        figures=("timing_overhead",),
+        report_section="report.sections_timing:timing_overhead_section",
+    ),
 )
 
 # name -> family, in report order

@@ -179,7 +179,13 @@ class CudaBackend(Backend):
     def load_handlers(self) -> None:
         # the handlers of the families' own work types live on the backend side, so that no
         # experiment imports a backend; they register themselves with `handles` on import
-        from . import banks_cuda, multichase_cuda, requests_cuda, throughput_cuda  # noqa: F401
+        from . import (  # noqa: F401
+            banks_cuda,
+            multichase_cuda,
+            requests_cuda,
+            throughput_cuda,
+            timing_cuda,
+        )
 
     @property
     def supports_carveout(self) -> bool:

@@ -43,7 +43,13 @@ class SimBackend(Backend):
     def load_handlers(self) -> None:
         # the handlers of the families' own work types live on the backend side, so that no
         # experiment imports a backend; they register themselves with `handles` on import
-        from . import banks_sim, multichase_sim, requests_sim, throughput_sim  # noqa: F401
+        from . import (  # noqa: F401
+            banks_sim,
+            multichase_sim,
+            requests_sim,
+            throughput_sim,
+            timing_sim,
+        )
 
     @property
     def supports_carveout(self) -> bool:

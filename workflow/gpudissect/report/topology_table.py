@@ -67,6 +67,13 @@ def _cell(element, quantity, entry, paper_values) -> str:
         measured = f"> {fmt_bytes(float(entry['lower_bound']))}"
     if entry and entry.get("carveout_pct") is not None and quantity == "size_bytes":
         measured += f" @{entry['carveout_pct']}%"
+    if entry and entry.get("timing") == "raw" and entry.get("value") is not None:
+        calibrated = entry.get("calibrated_value")
+        measured += " raw / " + (
+            f"{_fmt(quantity, calibrated)} calibrated" if calibrated is not None else "uncalibrated"
+        )
+    elif entry and entry.get("timing") == "amortized" and entry.get("value") is not None:
+        measured += " amortized"
     if entry and entry.get("experiment") == "driver":
         measured += " (driver)"
     if entry and "driver_value" in entry:
@@ -111,12 +118,32 @@ def topology_table(
         "@N%: the L1/shared carveout the size was measured at; (driver ...): what the driver "
         "reports; -: not measured on this device; undetermined: measured, the data do not decide."
     )
+    notes.append(_timing_note(topology))
     return TopologyTable(
         device=topology["device"],
         paper=paper,
         header=("Element",) + tuple(h for _, h in COLUMNS),
         rows=tuple(rows),
         notes=tuple(notes),
+    )
+
+
+def _timing_note(topology: dict[str, Any]) -> str:
+    """What raw, calibrated and amortized mean, with the overhead the calibration subtracts."""
+    overhead = (topology.get("timing") or {}).get("window_overhead_cycles") or {}
+    if overhead.get("value") is not None:
+        how = (
+            f"calibrated: raw minus the {overhead['value']:.1f}-cycle window overhead measured "
+            f"on `{topology['timing'].get('calibration_path')}` by timing_overhead"
+        )
+    elif overhead:
+        how = f"uncalibrated: the window overhead is undetermined ({overhead.get('undetermined')})"
+    else:
+        how = "uncalibrated: the run has no timing_overhead analysis"
+    return (
+        "raw: read by the per-access timed window (clock, load, store, clock), its overhead "
+        f"included; {how}; amortized: a chain of loads timed as a whole; penalties are "
+        "differences of raw latencies, in which the overhead cancels."
     )
 
 

@@ -28,6 +28,7 @@ from .noise import NoiseSpec
 from .outstanding import RequestsSpec
 from .policies import PolicySpec
 from .throughput import ThroughputSpec
+from .timing import TimingSpec
 from .tlb import TlbLevelSpec, TlbSpec
 
 PROFILE_SCHEMA = schema_file("profile.schema.yaml")
@@ -71,6 +72,7 @@ class DeviceProfile:
     requests: RequestsSpec | None = None
     throughput: ThroughputSpec | None = None
     noise: NoiseSpec = field(default_factory=NoiseSpec)
+    timing: TimingSpec = field(default_factory=TimingSpec)
     citations: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
     source: str = ""
 
@@ -399,6 +401,7 @@ def load_profile(path: str | os.PathLike, *, schema_path: Path = PROFILE_SCHEMA)
         requests=c.block(RequestsSpec, doc.get("requests"), "requests"),
         throughput=c.block(ThroughputSpec, doc.get("throughput"), "throughput"),
         noise=NoiseSpec(**noise),
+        timing=c.block(TimingSpec, doc.get("timing"), "timing") or TimingSpec(),
         citations=_citations(doc),
         source=file,
     )

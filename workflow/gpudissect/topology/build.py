@@ -7,6 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from .calibrate import calibrate, timing_block
 from .driver import driver_facts, fact_pointer, merged_device_info
 from .gather import load_document, readings
 from .reconcile import PRECEDENCE, reconcile
@@ -39,7 +40,9 @@ def build_topology(
     facts = driver_facts(info)
     _add_driver_quantities(elements, facts, info, info_path)
     _compare_with_driver(elements, facts)
-    return {
+    timing = timing_block(docs)
+    calibrate(elements, timing)
+    document = {
         "schema_version": SCHEMA_VERSION,
         "device": device,
         "backend": info.get("backend"),
@@ -60,6 +63,9 @@ def build_topology(
         ],
         "elements": elements,
     }
+    if timing is not None:
+        document["timing"] = timing
+    return document
 
 
 def _add_driver_quantities(elements, facts, info, info_path) -> None:
