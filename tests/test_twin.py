@@ -215,3 +215,37 @@ def test_the_report_summary_shows_the_agreement_table_and_open_questions(tmp_pat
     ]
     questions = [b for b in doc.blocks if isinstance(b, Bullets) and "l2.line_bytes" in b.items[0]]
     assert questions and "GPU 128, twin 64" in questions[0].items[0]
+
+
+def test_the_measured_timing_overhead_becomes_the_twins_timing_block(tmp_path):
+    topo = copy.deepcopy(_topology("h100"))
+    # a timing_overhead analysis's quantities as the topology carries them (hand-made: the
+    # window adds 13.4 cycles after the load, index arithmetic 5.8, an empty window 14, two
+    # clock reads 4; the whole-window overhead 19.2 is their derived sum and has no profile key)
+    where = {"experiment": "timing_overhead", "analysis": "a.json", "confidence": 0.9}
+    topo["timing"] = {
+        name: {"value": value, "source": f"/timing/{name}", **where}
+        for name, value in (
+            ("window_overhead_cycles", 19.2),
+            ("store_clock_cycles", 13.4),
+            ("index_arithmetic_cycles", 5.8),
+            ("empty_window_cycles", 14.0),
+            ("clock_read_cycles", 4.0),
+        )
+    }
+    twin = twin_profile(topo, name="t")
+    timing = twin.profile["timing"]
+    assert {k: v for k, v in timing.items() if k != "cite"} == {
+        "window_overhead_cycles": 13,
+        "index_arithmetic_cycles": 6,
+        "empty_window_cycles": 14,
+        "clock_read_cycles": 4,
+    }
+    assert timing["cite"]["window_overhead_cycles"].startswith(
+        "measured: timing.store_clock_cycles = 13.4 (timing_overhead, a.json#/timing/"
+    )
+    load_profile(write_twin(twin, tmp_path / "t.yaml", topology_path="t.json", command="test"))
+    # without a determined window cost the twin has no timing block, and says so
+    topo["timing"]["store_clock_cycles"] = {"value": None, "undetermined": "noise"}
+    twin = twin_profile(topo, name="t")
+    assert "timing" not in twin.profile and any(k == "timing" for k, _ in twin.assumed)

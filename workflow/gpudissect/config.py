@@ -346,7 +346,14 @@ def parse(raw: dict[str, Any], *, base_dir: str | os.PathLike = ".") -> RunConfi
 
 
 # the experiments a twin runs: those the topology document needs (config/topology_only.yaml)
-TWIN_EXPERIMENTS = ("cache_stage1", "cache_sharing", "cache_instances", "l2", "bank_conflicts")
+TWIN_EXPERIMENTS = (
+    "cache_stage1",
+    "cache_sharing",
+    "cache_instances",
+    "l2",
+    "bank_conflicts",
+    "timing_overhead",
+)
 TWIN_SUFFIX = "_twin"
 
 

@@ -1,5 +1,6 @@
 """The twin profile's blocks beside the caches: TLBs and the page-table window, shared memory,
-outstanding-request handling (each from the topology's element of the same name)."""
+outstanding-request handling (each from the topology's element of the same name), and what the
+timing code adds (from the topology's `timing` block, the `timing_overhead` analysis)."""
 
 from __future__ import annotations
 
@@ -109,3 +110,31 @@ def requests_block(b: TopologyReader) -> dict[str, Any] | None:
             cite[q] = b.cite("requests", q)
     out["cite"] = cite
     return out
+
+
+# the profile's timing keys and the timing_overhead quantities that measure them: the profile's
+# window_overhead_cycles is what the window adds after the load (the store of the index and the
+# second clock read), which the analysis calls store_clock_cycles
+TIMING_KEYS = (
+    ("window_overhead_cycles", "store_clock_cycles"),
+    ("index_arithmetic_cycles", "index_arithmetic_cycles"),
+    ("empty_window_cycles", "empty_window_cycles"),
+    ("clock_read_cycles", "clock_read_cycles"),
+)
+
+
+def timing_block(b: TopologyReader) -> dict[str, Any] | None:
+    """The profile's `timing` block from the measured timing overhead; None where the run did
+    not determine the window's cost after the load (the twin's chases are then untimed)."""
+    measured = b.topo.get("timing") or {}
+    out: dict[str, Any] = {"cite": {}}
+    for key, quantity in TIMING_KEYS:
+        entry = measured.get(quantity)
+        if not isinstance(entry, dict) or entry.get("value") is None:
+            continue
+        out[key] = max(round_int(entry["value"]), 0)
+        out["cite"][key] = (
+            f"measured: timing.{quantity} = {entry['value']} ({entry.get('experiment')}, "
+            f"{entry.get('analysis')}#{entry.get('source')}, confidence {entry.get('confidence')})"
+        )
+    return out if "window_overhead_cycles" in out else None

@@ -16,7 +16,7 @@ from typing import Any
 from ..exceptions import TraceError
 from ..topology.reconcile import agrees
 from . import defaults as D
-from .blocks import requests_block, shared_block, tlbs_block
+from .blocks import requests_block, shared_block, timing_block, tlbs_block
 from .reading import TopologyReader, round_int
 
 L1_LEVEL = ("l1d", "texture", "readonly")
@@ -292,6 +292,7 @@ def twin_profile(topology: dict[str, Any], *, name: str) -> Twin:
         ("tlbs", tlbs_block(b)),
         ("shared", shared_block(b)),
         ("requests", requests_block(b)),
+        ("timing", timing_block(b)),
     ):
         if block is not None:
             profile[key] = block
