@@ -287,3 +287,50 @@ def test_report_and_figure_show_the_levels_and_why_not():
     text = "\n".join(l2_section(one, []))
     reason = one["elements"]["l2"]["far_hit_latency_cycles"]["undetermined"]
     assert f"L2 hit latency (far partition): undetermined: {reason}" in text
+
+
+MIB = 1 << 20
+
+
+class _PlacedL2:
+    """A scripted GPU (no simulator mechanism makes it): an L2 of 48 MiB on which the first
+    placement of the 46 to 48 MiB walks spills, as physical pages that hash unevenly onto the
+    slices do. A walk reads about 300 cycles where it fits, about 740 where it spills."""
+
+    supports_carveout = False
+
+    def has_path(self, path):
+        return True
+
+    def run_chase(self, work, *, carveout_pct, seed=0):
+        from gpudissect.backends.base import ChaseResult
+
+        n = work.elements * 4
+        spills = n > 48 * MIB or (work.base_offset_bytes == 0 and n >= 46 * MIB)
+        rng = np.random.default_rng(seed)
+        base = 740 if spills else 300
+        lat = (base + rng.integers(0, 3, work.record_steps)).astype(np.uint32)
+        return ChaseResult(lat, np.zeros(work.record_steps, np.uint32), 1000.0)
+
+
+@pytest.mark.parametrize(("placements", "size_mib", "launches"), [(1, 45, 13), (3, 48, 18)])
+def test_a_placement_that_spills_is_walked_again_and_the_fastest_counts(
+    placements, size_mib, launches
+):
+    from gpudissect.experiments.l2 import L2Params, run
+
+    sizes = tuple(m * MIB for m in (8, 16, 24, 32, 40, 44, 45, 46, 47, 48, 50, 56, 64))
+    p = L2Params(
+        enabled=True, path="cg", stride_bytes=128, array_bytes=sizes, record_steps=256,
+        placements=placements,
+    )  # fmt: skip
+    data = run(_PlacedL2(), p, device=None)
+    # by hand: 13 footprints. One placement: the walks spill from 46 MiB on, so the L2 reads
+    # 45 MiB. Three: 46, 47 and 48 MiB read slower than the footprint below and are walked once
+    # more (the second placement fits), 50 MiB reads slower than 48 and is walked twice more (no
+    # placement fits); 56 and 64 read as fast as 50. The L2 reads 48 MiB
+    assert data["point"].nunique() == launches
+    doc = analyse(data, provenance={"device": "placed"})
+    assert doc["elements"]["l2"]["size_bytes"]["value"] == size_mib * MIB
+    again = {46 * MIB: 2, 47 * MIB: 2, 48 * MIB: 2, 50 * MIB: 3} if placements == 3 else {}
+    assert doc["placements_by_footprint"] == {str(k): v for k, v in again.items()}
