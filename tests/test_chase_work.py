@@ -1,7 +1,5 @@
 """ChaseWork: dense and sparse arrays describe the same walk; the sim backend runs both alike."""
 
-from dataclasses import replace
-
 import numpy as np
 import pytest
 
@@ -82,25 +80,3 @@ def test_stride_chain_is_the_next_element_s_ahead_modulo_the_array(array_bytes, 
     chain = stride_chain(array_bytes=array_bytes, stride_bytes=stride_bytes)
     assert chain.dtype == np.uint32
     assert chain.tolist() == expected
-
-
-def test_a_placed_chain_must_be_dense_on_a_global_path_and_page_aligned():
-    dense, sparse = _pair()
-    with pytest.raises(ValueError, match="multiple of 256"):
-        replace(dense, base_offset_bytes=100)
-    with pytest.raises(ValueError, match="dense chain on a global load path"):
-        replace(dense, path="tex", base_offset_bytes=4096)
-    with pytest.raises(ValueError, match="dense chain on a global load path"):
-        replace(sparse, base_offset_bytes=4096)
-    assert replace(dense, base_offset_bytes=2 << 20).base_offset_bytes == 2 << 20
-
-
-def test_sim_walks_a_placed_chain_at_its_addresses():
-    # the tiny profile's L1: its sets are contiguous address bits, so a walk 2 MiB further in
-    # memory hits and misses as the same walk at 0 does
-    dense, _ = _pair()
-    backend = SimBackend(profile_path=PROFILE, seed=0)
-    here = backend.run_chase(dense, carveout_pct=None)
-    there = backend.run_chase(replace(dense, base_offset_bytes=2 << 20), carveout_pct=None)
-    assert there.indices.tolist() == here.indices.tolist()
-    assert there.latency_cycles.tolist() == here.latency_cycles.tolist()

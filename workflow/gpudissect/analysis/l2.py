@@ -21,7 +21,6 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from ..placements import fastest_placements
 from .l2_levels import Levels, PartitionLevels, mib
 from .l2_near_far import near_far, one_hit_level
 from .misses import FirstMiss, FirstMissDetector
@@ -270,8 +269,6 @@ def analyse(
             "plateaus": [],
             "median_latency_by_footprint": {},
         }
-    # a footprint walked at several placements reads as its fastest (`placements.py`)
-    data, walked_again = fastest_placements(data)
     by = data.groupby("array_bytes")["latency_cycles"]
     sizes = np.array(sorted(by.groups), dtype=np.int64)
     groups = [by.get_group(n).to_numpy(dtype=float) for n in sizes]
@@ -327,6 +324,4 @@ def analyse(
         "median_latency_by_footprint": {
             str(int(n)): float(np.median(g)) for n, g in zip(sizes, groups, strict=True)
         },
-        # footprint -> placements walked, where there was more than one (the fastest counts)
-        "placements_by_footprint": {str(n): k for n, k in sorted(walked_again.items())},
     }

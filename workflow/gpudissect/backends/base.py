@@ -25,10 +25,6 @@ class ChaseWork:
     `sparse_positions[i]` (int64) hold a value, `sparse_next[i]` (uint32); the rest is never read.
     A sparse array may have 8-byte elements (`element_bytes=8`, `sparse_next` uint64): the
     kernel then follows 64-bit indices, for arrays past the 16 GiB of 2^32 4-byte elements.
-
-    `base_offset_bytes` places a dense array that far into the device memory the backend holds
-    for chases (indices stay relative to A): the same walk on other memory, whose physical
-    pages map to other L2 slices and sets (the `l2` sweep's placements).
     """
 
     path: str
@@ -41,16 +37,8 @@ class ChaseWork:
     array_elements: int | None = None
     sparse_positions: np.ndarray | None = None
     sparse_next: np.ndarray | None = None
-    base_offset_bytes: int = 0
 
     def __post_init__(self) -> None:
-        if self.base_offset_bytes < 0 or self.base_offset_bytes % 256:
-            raise ValueError(
-                f"base_offset_bytes must be a non-negative multiple of 256, got "
-                f"{self.base_offset_bytes}"
-            )
-        if self.base_offset_bytes and (self.chain is None or self.path in ("tex", "const")):
-            raise ValueError("only a dense chain on a global load path can be placed at an offset")
         if self.element_bytes not in (4, 8):
             raise ValueError(f"element_bytes must be 4 or 8, got {self.element_bytes}")
         if self.element_bytes == 8 and self.chain is not None:

@@ -273,12 +273,8 @@ class CudaBackend(Backend):
         drv = self.drv
         if fresh:
             self.release_buffer()
-        offset = work.base_offset_bytes
-        buf = self._device_buffer(offset + work.elements * work.element_bytes, exact=fresh)
+        buf = self._device_buffer(work.elements * work.element_bytes, exact=fresh)
         if work.chain is not None:
-            if offset:  # the array placed further into the buffer: the kernel gets its start
-                drv.memcpy_htod(int(buf) + offset, work.chain)
-                return int(buf) + offset
             drv.memcpy_htod(buf, work.chain)
             return buf
         if fresh:

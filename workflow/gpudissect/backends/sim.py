@@ -81,7 +81,7 @@ class SimBackend(Backend):
             work.path,
             work.chain,
             element_bytes=work.element_bytes,
-            base_address_bytes=work.base_offset_bytes,
+            base_address_bytes=0,
             start_index=work.start_index,
             warmup_steps=work.warmup_steps,
             record_steps=work.record_steps,

@@ -23,12 +23,6 @@ from .auto_ranges import l2_grid
 
 NAME = "l2"
 KERNELS = ("pchase",)
-# a footprint whose median latency exceeds the largest smaller footprint's by this factor is
-# walked at another placement (the L2's levels differ by far more: near 300, far 530, DRAM 740
-# cycles on an H100)
-RISE = 1.05
-# placements lie this far apart (whole 2 MiB pages of the driver's allocation granule)
-PLACEMENT_GRANULE_BYTES = 2 << 20
 
 SCHEMA = pa.schema(
     [
@@ -50,7 +44,6 @@ class L2Params:
     stride_bytes: int
     array_bytes: tuple[int, ...] | None  # None: `auto` (`auto_ranges.l2_grid`, then refined)
     record_steps: int
-    placements: int = 1
 
 
 def parse_params(section: dict, key: str) -> L2Params:
@@ -61,7 +54,6 @@ def parse_params(section: dict, key: str) -> L2Params:
             stride_bytes=section["stride_bytes"],
             array_bytes=None,
             record_steps=section["record_steps"],
-            placements=section["placements"],
         )
     sizes = tuple(sorted(section["array_bytes"]))
     p = L2Params(
@@ -70,7 +62,6 @@ def parse_params(section: dict, key: str) -> L2Params:
         stride_bytes=section["stride_bytes"],
         array_bytes=sizes,
         record_steps=section["record_steps"],
-        placements=section["placements"],
     )
     if len(set(sizes)) != len(sizes):
         raise ConfigError(f"{key}.array_bytes: sizes repeat; allowed: distinct sizes")
@@ -80,11 +71,6 @@ def parse_params(section: dict, key: str) -> L2Params:
             f"array ({sizes[0]}); allowed: a stride up to the smallest array size"
         )
     return p
-
-
-def _span(n: int) -> int:
-    """Distance between two placements of an n-byte array: whole allocation granules."""
-    return -(-n // PLACEMENT_GRANULE_BYTES) * PLACEMENT_GRANULE_BYTES
 
 
 def run(
@@ -100,9 +86,7 @@ def run(
     frames: list[pd.DataFrame] = []
     carveout = 100 if backend.supports_carveout else None  # L1 out of the way (cg bypasses it)
 
-    medians: dict[int, float] = {}  # footprint -> median latency of its fastest placement
-
-    def launch(n: int, placement: int) -> np.ndarray:
+    def measure(n: int) -> np.ndarray:
         i = len(frames)
         steps = chain_pass_steps(array_bytes=n, stride_bytes=p.stride_bytes)
         work = ChaseWork(
@@ -112,7 +96,6 @@ def run(
             warmup_steps=steps,
             record_steps=p.record_steps,
             shared_buffer_bytes=8 * p.record_steps,
-            base_offset_bytes=placement * _span(n),
         )
         r = backend.run_chase(work, carveout_pct=carveout, seed=i)
         k = len(r.latency_cycles)
@@ -129,25 +112,9 @@ def run(
                 }
             )
         )
-        return r.latency_cycles
-
-    def measure(n: int) -> np.ndarray:
-        """The footprint's fastest placement: another placement is tried while the walk reads
-        slower than the largest smaller footprint measured (a step, or a placement that
-        spills), up to `placements` in all."""
-        best = launch(n, 0)
-        smaller = [m for m in medians if m < n]
-        bound = medians[max(smaller)] * RISE if smaller else None
-        for placement in range(1, p.placements):
-            if bound is None or np.median(best) <= bound:
-                break
-            again = launch(n, placement)
-            if np.median(again) < np.median(best):
-                best = again
-        medians[n] = float(np.median(best))
         if progress:
-            progress(len(medians), len(p.array_bytes or ()) or len(medians))
-        return best
+            progress(i + 1, len(p.array_bytes or ()) or i + 1)
+        return r.latency_cycles
 
     if p.array_bytes is not None:
         for n in p.array_bytes:

@@ -9,7 +9,6 @@ import pandas as pd
 import seaborn as sns
 from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
 
-from ..placements import fastest_placements
 from . import set_theme
 
 
@@ -24,7 +23,6 @@ def _plateau_of(sizes: pd.Series, plateaus: list[dict]) -> pd.Series:
 
 def plot_l2(data: pd.DataFrame, doc: dict) -> dict:
     set_theme()
-    data, _ = fastest_placements(data)  # the placement the analysis reads for each footprint
     fig, (a, b) = plt.subplots(1, 2, figsize=(11, 4), layout="constrained")
     s = (
         data.groupby("array_bytes")["latency_cycles"]
