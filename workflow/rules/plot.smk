@@ -40,8 +40,10 @@ for _device in DEVICES:
         localrule: True
         conda:
             ENV
-        # the device's experiments are drawn in parallel processes, up to the cores given
-        threads: workflow.cores
+        # the device's experiments are drawn in up to 8 processes at once; Snakemake gives the job
+        # fewer where the run has fewer cores (a number, not workflow.cores: a cluster run has
+        # no total of cores)
+        threads: 8
         params:
             experiments=" ".join(_exps),
             out_dir=lambda wildcards, output: Path(output.png[0]).parent,
