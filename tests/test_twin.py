@@ -207,11 +207,13 @@ def test_the_report_summary_shows_the_agreement_table_and_open_questions(tmp_pat
     device = DeviceData("gpu0", {}, twin_agreement=compare_topologies(gpu, twin))
     doc = build_document([device], title="t", report_dir=tmp_path, studies=[])
     (table,) = [
-        b for b in doc.blocks if isinstance(b, Table) and b.header[:2] == ("quantity", "GPU")
+        b
+        for b in doc.blocks
+        if isinstance(b, Table) and b.header[:3] == ("element", "quantity", "GPU")
     ]
-    assert [r[:4] for r in table.rows] == [
-        ("l2.line_bytes", "128", "64", "differ"),
-        ("l2.size_bytes", "1048576", "1048576", "agree"),
+    assert [r[:5] for r in table.rows] == [
+        ("l2", "line_bytes", "128", "64", "differ"),
+        ("l2", "size_bytes", "1048576", "1048576", "agree"),
     ]
     questions = [b for b in doc.blocks if isinstance(b, Bullets) and "l2.line_bytes" in b.items[0]]
     assert questions and "GPU 128, twin 64" in questions[0].items[0]

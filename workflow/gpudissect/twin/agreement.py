@@ -114,10 +114,12 @@ def fmt_value(v: Any) -> str:
 
 def agreement_table(doc: dict[str, Any]) -> tuple[tuple[str, ...], list[tuple[str, ...]]]:
     """(header, rows) of the compared, differing and assumed quantities."""
-    header = ("quantity", "GPU", "twin", "status", "why")
+    # element and quantity in columns of their own: joined, the longest names overflow a page
+    header = ("element", "quantity", "GPU", "twin", "status", "why")
     rows = [
         (
-            f"{r['element']}.{r['quantity']}",
+            r["element"],
+            r["quantity"],
             fmt_value(r["gpu"]),
             fmt_value(r["twin"]),
             r["status"],
