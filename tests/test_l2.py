@@ -196,6 +196,27 @@ def test_a_gradual_transition_is_not_a_far_level():
     assert "still hold near hits" in l2["far_hit_latency_cycles"]["undetermined"]
 
 
+def test_near_hits_with_a_far_tail_do_not_hide_the_far_level():
+    # as in results/reference/h100/l2_repeats run 4: the near footprints already read 15% of
+    # their accesses far, so the near plateau's p90 lies among the far hits (above the far
+    # plateau's p10); its upper Tukey fence (p75 + 1.5 IQR of N(290, 15): about 330) does not.
+    # Between far and DRAM, 46-48 MiB read a mixture of the two; the L2 ends at 48 MiB
+    def parts(m):
+        if m <= 24:
+            return [(0.85, near), (0.15, far)]
+        if m <= 44:
+            return [(1.0, far)]
+        if m <= 48:
+            return [(0.7, far), (0.3, dram)]
+        return [(1.0, dram)]
+
+    sizes = [*range(8, 44, 4), 44, 46, 48, 52, 56, 64, 72]
+    l2 = l2_of(sweep(parts, sizes, seed=11))
+    assert abs(l2["far_hit_latency_cycles"]["value"] / FAR_MEDIAN - 1) < 0.06
+    assert l2["near_size_bytes"]["bracket_bytes"] == [24 * MIB, 28 * MIB]
+    assert l2["size_bytes"]["bracket_bytes"] == [48 * MIB, 52 * MIB]
+
+
 def test_two_distinct_middle_levels_are_not_read():
     # near, far, DRAM and a fourth, higher level (a TLB level past the DRAM plateau, say):
     # "the plateau before the last" would be DRAM, so nothing is read as far
