@@ -5,7 +5,7 @@
 #   tests/slurm_localhost.sh install   # apt-get the packages (root)
 #   tests/slurm_localhost.sh start     # write slurm.conf for this host, start munged, slurmctld, slurmd
 #   tests/slurm_localhost.sh check     # sinfo, a CPU job and a --gpus=1 job
-#   tests/slurm_localhost.sh stop      # stop the daemons by their PID files
+#   tests/slurm_localhost.sh stop      # stop the daemons by their PID files, remove its slurm.conf
 #
 # Needs root and no init system (the daemons are started by hand). It refuses to overwrite a
 # slurm.conf it did not write, so it cannot clobber a real cluster's configuration.
@@ -154,6 +154,13 @@ stop() {
     stop_pid "$RUN/slurmd.pid"
     stop_pid "$RUN/slurmctld.pid"
     stop_pid /run/munge/munged.pid
+    # With its slurm.conf left behind and no controller, `scontrol show config` tries for about
+    # 9 s before it gives up, and the Slurm executor plugin runs it whenever Snakemake starts
+    # (it reads MinJobAge while it loads): every later snakemake call on this host would pay
+    # that. Without the file scontrol fails at once. `start` writes it again.
+    if [ -e "$ETC/slurm.conf" ] && grep -qF "$MARK" "$ETC/slurm.conf"; then
+        rm -f "$ETC/slurm.conf" "$ETC/gres.conf"
+    fi
 }
 
 case "${1:-}" in
