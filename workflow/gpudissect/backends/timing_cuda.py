@@ -23,29 +23,35 @@ def _sm_clock(backend: CudaBackend) -> float:
     return float(sm) if sm is not None else float("nan")
 
 
+def _launch_one_thread(backend: CudaBackend, fn, args, outputs, *, shared, carveout_pct) -> None:
+    """Run `fn(*args, *device outputs)` on one thread of one block with `shared` bytes of dynamic
+    shared memory, then copy each device output back into its host array (`outputs`, in the
+    kernel's argument order) and free it."""
+    drv = backend.drv
+    device = [drv.mem_alloc(max(host.nbytes, 4)) for host in outputs]
+    try:
+        backend._set_shared(fn, dynamic_bytes=shared, carveout_pct=carveout_pct)
+        fn.prepared_call((1, 1), (1, 1, 1), *args, *device, shared_size=shared)
+        backend.context.synchronize()
+        for host, d in zip(outputs, device, strict=True):
+            drv.memcpy_dtoh(host, d)
+    finally:
+        for d in device:
+            d.free()
+
+
 @handles("cuda", ClockWindowWork)
 def run_clock_window(backend: CudaBackend, work: ClockWindowWork, **_: object) -> TimedCycles:
-    drv = backend.drv
     cycles = np.zeros(work.record_steps, dtype=np.uint32)
     indices = np.zeros(work.record_steps, dtype=np.uint32)
-    d_cycles = drv.mem_alloc(cycles.nbytes)
-    d_indices = drv.mem_alloc(indices.nbytes)
-    try:
-        if work.kind == "clock_pair":
-            fn = backend.function(KERNEL, "clock_pair", "IP")
-            args, shared = (np.uint32(work.record_steps), d_cycles), 4 * work.record_steps
-        else:
-            fn = backend.function(KERNEL, "empty_window", "IIPP")
-            args = (np.uint32(work.record_steps), np.uint32(1), d_cycles, d_indices)
-            shared = 8 * work.record_steps
-        backend._set_shared(fn, dynamic_bytes=shared, carveout_pct=None)
-        fn.prepared_call((1, 1), (1, 1, 1), *args, shared_size=shared)
-        backend.context.synchronize()
-        drv.memcpy_dtoh(cycles, d_cycles)
-        drv.memcpy_dtoh(indices, d_indices)
-    finally:
-        d_cycles.free()
-        d_indices.free()
+    if work.kind == "clock_pair":
+        fn = backend.function(KERNEL, "clock_pair", "IP")
+        args, outputs, shared = (np.uint32(work.record_steps),), [cycles], 4 * work.record_steps
+    else:
+        fn = backend.function(KERNEL, "empty_window", "IIPP")
+        args = (np.uint32(work.record_steps), np.uint32(1))
+        outputs, shared = [cycles, indices], 8 * work.record_steps
+    _launch_one_thread(backend, fn, args, outputs, shared=shared, carveout_pct=None)
     if work.kind == "empty_window" and not np.array_equal(
         indices, np.arange(1, work.record_steps + 1, dtype=np.uint32)
     ):
@@ -74,27 +80,18 @@ def run_amortized_chase(backend: CudaBackend, work: AmortizedChaseWork, **_: obj
     drv.memcpy_htod(buf, _chain_array(work, int(buf)))
     cycles = np.zeros(work.repetitions, dtype=np.uint32)
     final = np.zeros(1, dtype=np.uint32)
-    d_cycles = drv.mem_alloc(cycles.nbytes)
-    d_final = drv.mem_alloc(final.nbytes)
     steps = (np.uint32(work.warmup_steps), np.uint32(work.loads), np.uint32(work.repetitions))
-    try:
-        if work.element_bytes == 4:
-            fn = backend.function(KERNEL, f"amortized_index_{work.path}", "PIIIIPP")
-            args = (buf, np.uint32(work.start_element), *steps, d_cycles, d_final)
-            shared = 4 * work.repetitions + 4
-        else:
-            fn = backend.function(KERNEL, f"amortized_pointer_{work.path}", "PPIIIPP")
-            start = int(buf) + 8 * work.start_element
-            args = (buf, start, *steps, d_cycles, d_final)
-            shared = 8 * work.repetitions + 8
-        backend._set_shared(fn, dynamic_bytes=shared, carveout_pct=work.carveout_pct)
-        fn.prepared_call((1, 1), (1, 1, 1), *args, shared_size=shared)
-        backend.context.synchronize()
-        drv.memcpy_dtoh(cycles, d_cycles)
-        drv.memcpy_dtoh(final, d_final)
-    finally:
-        d_cycles.free()
-        d_final.free()
+    if work.element_bytes == 4:
+        fn = backend.function(KERNEL, f"amortized_index_{work.path}", "PIIIIPP")
+        args = (buf, np.uint32(work.start_element), *steps)
+        shared = 4 * work.repetitions + 4
+    else:
+        fn = backend.function(KERNEL, f"amortized_pointer_{work.path}", "PPIIIPP")
+        args = (buf, int(buf) + 8 * work.start_element, *steps)
+        shared = 8 * work.repetitions + 8
+    _launch_one_thread(
+        backend, fn, args, [cycles, final], shared=shared, carveout_pct=work.carveout_pct
+    )
     expected = int(work.walk(work.warmup_steps + work.loads * work.repetitions + 1)[-1])
     if int(final[0]) != expected:
         raise DeviceUnavailable(
