@@ -125,6 +125,54 @@ SWEEP_PLACEMENT = {
 }
 
 
+# Cluster runs: a device's sweeps can go to the cluster as one job per stage instead of one job
+# per sweep (each job pays a queue wait and a Snakemake start-up). Stage 1 is the sweeps that need
+# only the device; stage k + 1 the sweeps that read an analysis of a stage-k sweep (stage 2 of
+# the caches reads stage 1's sizes), so a stage's group never waits on itself. Every sweep is in
+# group `sweeps_<device>_<stage>`; a profile merges each of them into one job with
+# `group-components: {sweeps: N}` (profiles/slurm does). Without that, or on a local run
+# (Snakemake ignores groups there), every sweep stays a job of its own.
+def sweep_stage(device, experiment):
+    d = DEVICES[device]
+    needs = FAMILY[experiment].sweep_inputs(d)
+    producers = {
+        Path(path).stem
+        for path in needs.values()
+        if Path(path).parent == Path(f"results/analysis/{device}")
+    }
+    return 1 + max((sweep_stage(device, e) for e in producers if e != experiment), default=0)
+
+
+# Within a device's group job its sweeps run one after another: on a GPU they would disturb each
+# other's timings, and one after another they ask the cluster for one sweep's CPUs, memory and
+# GPU (Snakemake sums the resources of the jobs of a group that may run at once). So on a cluster
+# run every device has a resource of its own, `sweep_slot_<n>`, of which there is one; it is
+# declared when Snakemake places the jobs in groups, the first moment it knows where they run.
+SWEEP_SLOTS = {name: f"sweep_slot_{i}" for i, name in enumerate(DEVICES)}
+
+
+def sweep_group(wildcards):
+    group = "sweeps_{}_{}".format(
+        re.sub(r"\W", "_", wildcards.device),
+        sweep_stage(wildcards.device, wildcards.experiment),
+    )
+    # `group-components` counts per group name as a profile writes it (`sweeps`), as Snakemake
+    # does for a group name with wildcards
+    workflow.parent_groupids[group] = "sweeps"
+    if not workflow.local_exec:
+        for slot in SWEEP_SLOTS.values():
+            if slot not in workflow.global_resources:
+                workflow.register_resource(slot, 1)
+    return group
+
+
+def sweep_slot_resources():
+    return {
+        slot: (lambda wc, s=slot: int(SWEEP_SLOTS[wc.device] == s))
+        for slot in SWEEP_SLOTS.values()
+    }
+
+
 def plot_rule_name(device):
     """The name of a device's figure job, `plot_` and the device name with `_` for every
     character that may not appear in a name of a Snakemake job."""

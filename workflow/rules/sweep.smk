@@ -9,8 +9,11 @@ rule run_sweep:
         "results/benchmarks/run_sweep/{device}_{experiment}.tsv"
     conda:
         CUDA_ENV if RUN.cuda_devices else ENV
+    group:
+        sweep_group
     resources:
         **SWEEP_PLACEMENT,
+        **sweep_slot_resources(),
         gpu=gpu_count,
     params:
         device=lambda wc: wc.device,
