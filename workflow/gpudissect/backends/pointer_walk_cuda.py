@@ -55,7 +55,7 @@ def run_pointer_walk(backend: CudaBackend, work: PointerWalkWork, **_: object) -
         walk.prepared_call(
             (1, 1),
             (1, 1, 1),
-            np.uint64(base + int(work.offsets_bytes[0])),
+            base + int(work.offsets_bytes[0]),
             np.uint32(n),
             d_rec,
             np.uint32(records),
