@@ -291,6 +291,15 @@ _FAMILIES = (
         figures=("timing_overhead",),
         report_section="report.sections_timing:timing_overhead_section",
     ),
+    Family(
+        name="l1_sets",
+        experiment="l1_sets",
+        analyse="analysis.l1_sets:analyse",
+        table="analysis.l1_sets:figure_table",
+        plot="plotting.l1_sets:plot_l1_sets",
+        figures=("l1_sets_strides",),
+        report_section="report.sections_l1_sets:l1_sets_section",
+    ),
 )
 
 # name -> family, in report order

@@ -182,6 +182,7 @@ class CudaBackend(Backend):
         from . import (  # noqa: F401
             banks_cuda,
             multichase_cuda,
+            pointer_walk_cuda,
             requests_cuda,
             throughput_cuda,
             timing_cuda,

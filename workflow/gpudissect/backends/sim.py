@@ -46,6 +46,7 @@ class SimBackend(Backend):
         from . import (  # noqa: F401
             banks_sim,
             multichase_sim,
+            pointer_walk_sim,
             requests_sim,
             throughput_sim,
             timing_sim,
