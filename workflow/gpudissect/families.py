@@ -300,6 +300,15 @@ _FAMILIES = (
         figures=("l1_sets_strides",),
         report_section="report.sections_l1_sets:l1_sets_section",
     ),
+    Family(
+        name="l2_slices",
+        experiment="l2_slices",
+        analyse="analysis.l2_slices:analyse",
+        table="analysis.l2_slices:figure_table",
+        plot="plotting.l2_slices:plot_l2_slices",
+        figures=("l2_slices_matrix",),
+        report_section="report.sections_slices:l2_slices_section",
+    ),
 )
 
 # name -> family, in report order

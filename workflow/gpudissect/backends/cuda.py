@@ -181,6 +181,7 @@ class CudaBackend(Backend):
         # experiment imports a backend; they register themselves with `handles` on import
         from . import (  # noqa: F401
             banks_cuda,
+            l2slices_cuda,
             multichase_cuda,
             pointer_walk_cuda,
             requests_cuda,

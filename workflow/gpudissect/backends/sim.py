@@ -45,6 +45,7 @@ class SimBackend(Backend):
         # experiment imports a backend; they register themselves with `handles` on import
         from . import (  # noqa: F401
             banks_sim,
+            l2slices_sim,
             multichase_sim,
             pointer_walk_sim,
             requests_sim,

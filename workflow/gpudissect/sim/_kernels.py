@@ -43,6 +43,11 @@ UNTRANSLATED, MISS_ON_TLB_MISS = 1, 2
 I_DRAM, I_WINDOW, I_SWITCH, I_OUTLIER, I_MAXWARPS = 0, 1, 2, 3, 4
 NCFG_I = 5
 F_JITTER, F_OUTLIER_P = 0, 1
+# the slice array of a sliced L2 (sim/l2_slices.py) for one path and SM: the path row of the
+# sliced cache (-1: none), the slice function's kind, shift, period and slice count, the length
+# of its data; then the data (masks or table) and the hit latency of each slice
+SL_ROW, SL_KIND, SL_SHIFT, SL_PERIOD, SL_NSLICES, SL_NDATA = 0, 1, 2, 3, 4, 5
+SL_HEAD = 6
 
 _S12, _S25, _S27, _S11 = np.uint64(12), np.uint64(25), np.uint64(27), np.uint64(11)
 _MULT = np.uint64(0x2545F4914F6CDD1D)
@@ -124,6 +129,21 @@ def set_of(addr, par, s, idx):
             r |= _parity(addr & idx[off + k]) << k
         return r
     return idx[off + ((addr % par[s, C_IPERIOD]) >> par[s, C_ISHIFT])]
+
+
+@njit(cache=True, _nrt=False, inline="always")
+def slice_latency(addr, slc):
+    """The hit latency of byte address ``addr`` in the sliced cache (``slc``: SL_* layout)."""
+    kind, n, nd = slc[SL_KIND], slc[SL_NSLICES], slc[SL_NDATA]
+    if kind == MODULO:
+        k = (addr >> slc[SL_SHIFT]) % n
+    elif kind == MASKS:
+        k = 0
+        for b in range(nd):
+            k |= _parity(addr & slc[SL_HEAD + b]) << b
+    else:
+        k = slc[SL_HEAD + ((addr % slc[SL_PERIOD]) >> slc[SL_SHIFT])]
+    return slc[SL_HEAD + nd + k]
 
 
 @njit(cache=True, _nrt=False, inline="always")
@@ -264,7 +284,9 @@ def _window_penalty(addr, state, cfg_i):
 
 
 @njit(cache=True, _nrt=False, inline="always")
-def load(addr, warp, path, tlbs, par, sets, idx, lines, wcum, clk, rng, spare, state, cfg_i, cfg_f):
+def load(
+    addr, warp, path, tlbs, par, sets, idx, lines, wcum, clk, rng, spare, state, cfg_i, cfg_f, slc
+):
     """Latency in cycles of one load by warp ``warp`` (the rules: hierarchy.py's docstring).
 
     ``path[c]`` = (structure of copy 0, hit latency on this path, flags, copies, copy mapping)
@@ -303,7 +325,7 @@ def load(addr, warp, path, tlbs, par, sets, idx, lines, wcum, clk, rng, spare, s
                 if k == pre + ntlb - 1:
                     penalty += _window_penalty(addr, state, cfg_i)
         elif r == HIT and not (nearest_missed and path[c, P_FLAGS] & MISS_ON_TLB_MISS):
-            latency = path[c, P_LAT]
+            latency = path[c, P_LAT] if c != slc[SL_ROW] else slice_latency(addr, slc)
             break
     latency += penalty
     latency += noise_cycles(rng, spare, cfg_f[F_JITTER], cfg_f[F_OUTLIER_P], cfg_i[I_OUTLIER])
@@ -312,7 +334,23 @@ def load(addr, warp, path, tlbs, par, sets, idx, lines, wcum, clk, rng, spare, s
 
 @njit(cache=True, _nrt=False)
 def run_sequence(
-    addrs, out, warp, path, tlbs, par, sets, idx, lines, wcum, clk, rng, spare, state, cfg_i, cfg_f
+    addrs,
+    out,
+    warp,
+    path,
+    tlbs,
+    par,
+    sets,
+    idx,
+    lines,
+    wcum,
+    clk,
+    rng,
+    spare,
+    state,
+    cfg_i,
+    cfg_f,
+    slc,
 ):
     """Dependent loads of ``addrs`` by warp ``warp``, one after another; latencies into ``out``."""
     for t in range(addrs.shape[0]):
@@ -332,6 +370,7 @@ def run_sequence(
             state,
             cfg_i,
             cfg_f,
+            slc,
         )
 
 
@@ -369,6 +408,7 @@ def run_chase(
     state,
     cfg_i,
     cfg_f,
+    slc,
 ):
     """The fine-grained P-chase of Mei & Chu (TPDS Listing 3): ``j = chain[j]``, timed.
 
@@ -394,6 +434,7 @@ def run_chase(
             state,
             cfg_i,
             cfg_f,
+            slc,
         )
         j = np.int64(chain[j])
         if t >= warmup_steps:

@@ -5,7 +5,8 @@ Every cache and TLB level of the profile becomes one structure in flat numpy arr
 rules of ``hierarchy.py``. A cache named by several paths (e.g. Maxwell's unified L1/texture
 cache) is one structure, shared; its hit latency may differ per path. A cache with
 ``instances_per_sm`` N is N structures side by side (copy k at structure first + k); a load
-picks its warp's copy (``CacheSpec.instance_of``).
+picks its warp's copy (``CacheSpec.instance_of``). A profile with an ``l2_slices`` block gives
+the sliced cache's hits a latency by slice and by the SM that loads (``sm``; sim/l2_slices.py).
 """
 
 from __future__ import annotations
@@ -66,6 +67,26 @@ def _addresses(addresses_bytes: np.ndarray) -> np.ndarray:
     return addrs
 
 
+def _slice_array(profile: DeviceProfile, path: str, sm: int) -> np.ndarray:
+    """The slice array (``_kernels`` SL_* layout) of loads on ``path`` by SM ``sm``."""
+    slc = np.full(K.SL_HEAD, -1, dtype=np.int64)
+    spec = profile.l2_slices
+    if spec is None or spec.cache not in profile.paths[path]:
+        if not 0 <= sm < profile.sms:
+            raise ValueError(f"sm must be 0..{profile.sms - 1}, got {sm}")
+        return slc
+    cache = profile.caches[spec.cache]
+    compiled = make_index(spec.index, sets=spec.slices, line_bytes=cache.line_bytes).compiled()
+    slc[K.SL_ROW] = profile.paths[path].index(spec.cache)
+    slc[K.SL_KIND] = compiled.kind
+    slc[K.SL_SHIFT] = compiled.shift
+    slc[K.SL_PERIOD] = compiled.period_bytes
+    slc[K.SL_NSLICES] = spec.slices
+    slc[K.SL_NDATA] = len(compiled.data)
+    latency = spec.hit_cycles(base_cycles=cache.hit_latency_on(path), sm=sm)
+    return np.concatenate([slc, np.asarray(compiled.data, np.int64), latency])
+
+
 def _warp(warp: int) -> int:
     if warp < 0:
         raise ValueError(f"warp must be >= 0, got {warp}")
@@ -96,6 +117,7 @@ class SimGPU:
         self._arrays = _pack(specs, latencies)
         self.structure_names = tuple(names) + tuple(level.name for level in tlb_levels)
         self._paths = {path: self._path_array(path) for path in profile.paths}
+        self._slices: dict[tuple[str, int], np.ndarray] = {}
         self._tlbs = np.arange(n_caches, len(specs), dtype=np.int64)
         tlbs, noise = profile.tlbs, profile.noise
         self._cfg_i = np.zeros(K.NCFG_I, dtype=np.int64)
@@ -147,6 +169,12 @@ class SimGPU:
             )
         return self._paths[path]
 
+    def _slice(self, path: str, sm: int) -> np.ndarray:
+        key = (path, int(sm))
+        if key not in self._slices:
+            self._slices[key] = _slice_array(self.profile, path, int(sm))
+        return self._slices[key]
+
     def _args(self) -> tuple:
         a = self._arrays
         return (
@@ -184,13 +212,16 @@ class SimGPU:
             )
         )
 
-    def load_sequence(self, path: str, addresses_bytes: np.ndarray, *, warp: int = 0) -> np.ndarray:
+    def load_sequence(
+        self, path: str, addresses_bytes: np.ndarray, *, warp: int = 0, sm: int = 0
+    ) -> np.ndarray:
         """Latencies (int64 cycles) of dependent loads of ``addresses_bytes`` by one thread of
-        warp ``warp``."""
+        warp ``warp`` on SM ``sm``."""
         p = self._path(path)
         addrs = _addresses(addresses_bytes)
         out = np.empty(addrs.shape[0], dtype=np.int64)
-        K.run_sequence(addrs, out, np.int64(_warp(warp)), p, self._tlbs, *self._args())
+        slc = self._slice(path, sm)
+        K.run_sequence(addrs, out, np.int64(_warp(warp)), p, self._tlbs, *self._args(), slc)
         return out
 
     def chase(
@@ -204,6 +235,7 @@ class SimGPU:
         warmup_steps: int,
         record_steps: int,
         warp: int = 0,
+        sm: int = 0,
     ) -> tuple[np.ndarray, np.ndarray]:
         """The fine-grained P-chase (TPDS Listing 3) on ``path`` by one thread of warp ``warp``.
 
@@ -235,5 +267,6 @@ class SimGPU:
             p,
             self._tlbs,
             *self._args(),
+            self._slice(path, sm),
         )
         return lat, ind

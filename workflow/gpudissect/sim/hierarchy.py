@@ -7,7 +7,9 @@ A load on a path walks the caches of that path (nearest first) and the TLB level
     + the miss penalty of every TLB level that missed (nearest first; a hit stops the walk)
     + the window switch penalty when every level missed and the page lies outside the active
       page-table window (tlb.py)
-    + noise.
+    + noise;
+    a hit in the cache an ``l2_slices`` block names costs the latency of its slice for the SM
+    that loads instead (l2_slices.py).
 
 The order of the walk (it matters for the replacement state and the random streams):
 
@@ -61,8 +63,10 @@ class MemoryHierarchy:
         self.rng.reset()
         self.noise.reset()
 
-    def load(self, path: str, address_bytes: int, *, warp: int = 0) -> int:
-        """Latency in cycles of one load of ``address_bytes`` on ``path`` by warp ``warp``."""
+    def load(self, path: str, address_bytes: int, *, warp: int = 0, sm: int = 0) -> int:
+        """Latency in cycles of one load of ``address_bytes`` on ``path`` by warp ``warp`` of
+        SM ``sm``."""
+        sliced = self.profile.l2_slices
         specs = self.profile.path_caches(path)
         latency = self.profile.dram.latency_cycles
         penalty, nearest_tlb_missed, translated = 0, False, self.tlb is None
@@ -74,6 +78,12 @@ class MemoryHierarchy:
             hit = self.caches[spec.name][copy].access(address_bytes).hit
             if hit and not (spec.miss_on_tlb_miss and nearest_tlb_missed):
                 latency = spec.hit_latency_on(path)
+                if sliced is not None and spec.name == sliced.cache:
+                    latency = int(
+                        sliced.hit_cycles(base_cycles=latency, sm=sm)[
+                            sliced.slice_of(address_bytes)
+                        ]
+                    )
                 break
         else:
             if not translated:  # every cache missed before translation: DRAM needs it

@@ -24,6 +24,7 @@ from ..exceptions import ProfileError
 from .banks import SharedSpec
 from .cache import CacheSpec
 from .indexing import IndexSpec
+from .l2_slices import L2SliceSpec
 from .noise import NoiseSpec
 from .outstanding import RequestsSpec
 from .policies import PolicySpec
@@ -73,6 +74,7 @@ class DeviceProfile:
     throughput: ThroughputSpec | None = None
     noise: NoiseSpec = field(default_factory=NoiseSpec)
     timing: TimingSpec = field(default_factory=TimingSpec)
+    l2_slices: L2SliceSpec | None = None
     citations: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
     source: str = ""
 
@@ -338,6 +340,36 @@ class _Checker:
                     )
         return out
 
+    def l2_slices(self, d: dict | None, caches: Mapping[str, CacheSpec], sms: int):
+        """The ``l2_slices`` block: the slice function and the per-SM and per-slice terms."""
+        if d is None:
+            return None
+        where, name, n = "l2_slices", d["cache"], d["slices"]
+        if name not in caches:
+            self.fail(
+                f"{where}.cache",
+                f"names cache {name!r}, which is not defined; defined caches: {', '.join(caches)}",
+            )
+        line = caches[name].line_bytes
+        index = self.index(d["index"], f"{where}.index", sets=n, line_bytes=line)
+        lengths = {"slice_partition": n, "slice_cycles": n, "sm_partition": sms, "sm_cycles": sms}
+        values = {}
+        for key, want in lengths.items():
+            values[key] = tuple(d.get(key, [0] * want))
+            if len(values[key]) != want:
+                per = "slice" if key.startswith("slice") else f"SM (sms: {sms})"
+                self.fail(
+                    f"{where}.{key}", f"has {len(values[key])} entries; give one per {per}: {want}"
+                )
+        return L2SliceSpec(
+            cache=name,
+            slices=n,
+            index=index,
+            far_cycles=d["far_cycles"],
+            line_bytes=line,
+            **values,
+        )
+
     def block(self, cls, d: dict | None, where: str):
         """A spec dataclass of another sim module (banks, outstanding, throughput), built from
         its block minus ``cite``."""
@@ -402,6 +434,7 @@ def load_profile(path: str | os.PathLike, *, schema_path: Path = PROFILE_SCHEMA)
         throughput=c.block(ThroughputSpec, doc.get("throughput"), "throughput"),
         noise=NoiseSpec(**noise),
         timing=c.block(TimingSpec, doc.get("timing"), "timing") or TimingSpec(),
+        l2_slices=c.l2_slices(doc.get("l2_slices"), caches, doc["sms"]),
         citations=_citations(doc),
         source=file,
     )
