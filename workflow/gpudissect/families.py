@@ -273,6 +273,14 @@ _FAMILIES = (
         report_section="report.sections_tlb:tlbs_section",
     ),
     Family(
+        name="tlb_mappings",
+        experiment="tlb_mappings",
+        analyse="analysis.tlb_mappings:analyse",
+        plot="plotting.tlb_mappings:plot_tlb_mappings",
+        figures=("tlb_mappings_reach",),
+        report_section="report.sections_tlb_mappings:tlb_mappings_section",
+    ),
+    Family(
         name="latency_patterns",
         experiment="latency_patterns",
         analyse="analysis.latency_patterns:analyse",

@@ -125,6 +125,7 @@ class CudaBackend(Backend):
         self._buffer = None
         self._buffer_bytes = 0
         self._last_bytes = 0
+        self._closers: list = []
         self._start_clocks = self.nvml.clocks()
 
     # --- device facts -------------------------------------------------------------------
@@ -182,6 +183,7 @@ class CudaBackend(Backend):
         from . import (  # noqa: F401
             banks_cuda,
             l2slices_cuda,
+            mapping_cuda,
             multichase_cuda,
             pointer_walk_cuda,
             requests_cuda,
@@ -195,6 +197,10 @@ class CudaBackend(Backend):
 
     def clocks(self) -> dict[str, float]:
         return self.nvml.clocks()
+
+    def sm_clock(self) -> float | None:
+        """The SM clock a launch records (a reading at most CLOCK_MAX_AGE_S old)."""
+        return self.nvml.sm_clock(max_age_s=CLOCK_MAX_AGE_S)
 
     # --- kernels ------------------------------------------------------------------------
     def cubin_path(self, kernel: str) -> Path:
@@ -258,6 +264,12 @@ class CudaBackend(Backend):
                 f"cannot hold a chase array of {nbytes} bytes on {self.device.name()} "
                 f"({free} of {total} bytes free): lower the experiment's max_array_bytes"
             ) from exc
+
+    def on_close(self, fn) -> None:
+        """Call `fn(backend)` when the backend closes, before its context goes (memory a
+        handler holds across launches, such as a mapped range)."""
+        if fn not in self._closers:
+            self._closers.append(fn)
 
     def release_buffer(self) -> None:
         """Free the chase array: its pages are unmapped, so no TLB holds them any more."""
@@ -385,7 +397,7 @@ class CudaBackend(Backend):
                 from cuda.bindings import driver as cu
 
                 cu.cuTexObjectDestroy(tex)
-        sm = self.nvml.sm_clock(max_age_s=CLOCK_MAX_AGE_S)
+        sm = self.sm_clock()
         return ChaseResult(
             latency_cycles=latency,
             indices=indices,
@@ -396,6 +408,8 @@ class CudaBackend(Backend):
         if self.context is None:
             return
         try:
+            for fn in self._closers:
+                fn(self)
             if self._buffer is not None:
                 self._buffer.free()
             self._modules.clear()

@@ -8,6 +8,9 @@ arrays, so one compiled function serves every structure:
   ``s`` start at ``par[s, C_SETOFF]``, so unequal sets are just rows with different ``ways``
 - ``lines[i]`` = (line number or -1 when invalid, policy stamp, bit mask of valid sectors)
 - ``idx`` (int64): XOR masks and set tables; ``wcum`` (float64): cumulative way weights
+- ``vmap[v]``, ``vrun[v]`` (int64): the physical chunk behind virtual chunk ``v`` of the
+  experiment's page map and the log2 of its aligned contiguous run (tlb.py ``PageMap``);
+  ``cfg_i[I_MAPSHIFT]`` = log2 of the chunk, 0 when there is no map (physical = virtual)
 - ``clk[s]``: the stamp counter of structure ``s``; ``rng`` (uint64[2]): xorshift64* states,
   ``rng[0]`` for replacement decisions and ``rng[1]`` for timing noise, so turning noise off
   does not change which lines are replaced; ``spare`` (float64[2]) the pending normal variate.
@@ -29,7 +32,8 @@ from numba import njit
 C_NSETS, C_SETOFF, C_LSHIFT, C_SSHIFT = 0, 1, 2, 3
 C_IKIND, C_ISHIFT, C_IOFF, C_ILEN, C_IPERIOD = 4, 5, 6, 7, 8
 C_POLICY, C_WOFF, C_LAT, C_PREFETCH = 9, 10, 11, 12
-NCOL = 13
+C_COALESCE = 13  # TLB levels: log2 of the pages one entry covers when physically contiguous
+NCOL = 14
 # index kinds (see indexing.py) and policy codes (see policies.py)
 MODULO, MASKS, TABLE = 0, 1, 2
 LRU, FIFO, RANDOM, PLRU, WEIGHTED = 0, 1, 2, 3, 4
@@ -40,8 +44,9 @@ P_STRUCT, P_LAT, P_FLAGS, P_NINST, P_ISEL = 0, 1, 2, 3, 4
 PCOL = 5
 UNTRANSLATED, MISS_ON_TLB_MISS = 1, 2
 # columns of the scalar configuration arrays of a device
-I_DRAM, I_WINDOW, I_SWITCH, I_OUTLIER, I_MAXWARPS = 0, 1, 2, 3, 4
-NCFG_I = 5
+I_DRAM, I_WINDOW, I_SWITCH, I_OUTLIER, I_MAXWARPS, I_MAPSHIFT = 0, 1, 2, 3, 4, 5
+NCFG_I = 6
+COALESCED_KEY_BIT = np.int64(1) << np.int64(58)  # tlb.py
 F_JITTER, F_OUTLIER_P = 0, 1
 # the slice array of a sliced L2 (sim/l2_slices.py) for one path and SM: the path row of the
 # sliced cache (-1: none), the slice function's kind, shift, period and slice count, the length
@@ -284,8 +289,54 @@ def _window_penalty(addr, state, cfg_i):
 
 
 @njit(cache=True, _nrt=False, inline="always")
+def physical_of(addr, vmap, cfg_i):
+    """The physical address of ``addr`` under the page map (itself without one, or past it)."""
+    shift = cfg_i[I_MAPSHIFT]
+    if shift <= 0:
+        return addr
+    v = addr >> shift
+    if v >= vmap.shape[0]:
+        return addr
+    return (vmap[v] << shift) | (addr & ((np.int64(1) << shift) - 1))
+
+
+@njit(cache=True, _nrt=False, inline="always")
+def entry_key(addr, par, s, vrun, cfg_i):
+    """The address TLB level ``s`` looks up (tlb.py ``entry_key``): the address, or the block
+    number of a coalesced entry when the block maps contiguously."""
+    c = par[s, C_COALESCE]
+    if c <= 0:
+        return addr
+    lshift = par[s, C_LSHIFT]
+    shift = cfg_i[I_MAPSHIFT]
+    if shift > 0:
+        v = addr >> shift
+        need = lshift + c - shift
+        if need > 0 and v < vrun.shape[0] and vrun[v] < need:
+            return addr
+    return COALESCED_KEY_BIT | ((addr >> (lshift + c)) << lshift)
+
+
+@njit(cache=True, _nrt=False, inline="always")
 def load(
-    addr, warp, path, tlbs, par, sets, idx, lines, wcum, clk, rng, spare, state, cfg_i, cfg_f, slc
+    addr,
+    warp,
+    path,
+    tlbs,
+    par,
+    sets,
+    idx,
+    lines,
+    wcum,
+    clk,
+    rng,
+    spare,
+    state,
+    cfg_i,
+    cfg_f,
+    vmap,
+    vrun,
+    slc,
 ):
     """Latency in cycles of one load by warp ``warp`` (the rules: hierarchy.py's docstring).
 
@@ -295,9 +346,11 @@ def load(
     levels until one hits, each miss adding its penalty (``C_LAT``) and, when all miss, the
     window switch; the other caches until one hits (a MISS_ON_TLB_MISS cache counts as missed
     when the nearest TLB level missed); else DRAM; then noise. TLB levels and caches share one
-    loop so that ``lookup`` is inlined once.
+    loop so that ``lookup`` is inlined once. The caches after translation see the physical
+    address (``physical_of``), the TLB levels their entry key (``entry_key``).
     """
     ntlb, ncache = tlbs.shape[0], path.shape[0]
+    phys = physical_of(addr, vmap, cfg_i)
     pre = 0  # caches looked up before translation
     while pre < ncache and path[pre, P_FLAGS] & UNTRANSLATED:
         pre += 1
@@ -314,7 +367,11 @@ def load(
             s = path[c, P_STRUCT] + instance_of(
                 warp, path[c, P_NINST], path[c, P_ISEL], cfg_i[I_MAXWARPS]
             )
-        r = lookup(addr, par, s, sets, idx, lines, wcum, clk, rng)
+        if is_tlb:
+            a = entry_key(addr, par, s, vrun, cfg_i)
+        else:
+            a = addr if k < pre else phys
+        r = lookup(a, par, s, sets, idx, lines, wcum, clk, rng)
         if is_tlb:
             if r == HIT:
                 translated = True
@@ -325,7 +382,7 @@ def load(
                 if k == pre + ntlb - 1:
                     penalty += _window_penalty(addr, state, cfg_i)
         elif r == HIT and not (nearest_missed and path[c, P_FLAGS] & MISS_ON_TLB_MISS):
-            latency = path[c, P_LAT] if c != slc[SL_ROW] else slice_latency(addr, slc)
+            latency = path[c, P_LAT] if c != slc[SL_ROW] else slice_latency(a, slc)
             break
     latency += penalty
     latency += noise_cycles(rng, spare, cfg_f[F_JITTER], cfg_f[F_OUTLIER_P], cfg_i[I_OUTLIER])
@@ -350,6 +407,8 @@ def run_sequence(
     state,
     cfg_i,
     cfg_f,
+    vmap,
+    vrun,
     slc,
 ):
     """Dependent loads of ``addrs`` by warp ``warp``, one after another; latencies into ``out``."""
@@ -370,6 +429,8 @@ def run_sequence(
             state,
             cfg_i,
             cfg_f,
+            vmap,
+            vrun,
             slc,
         )
 
@@ -408,6 +469,8 @@ def run_chase(
     state,
     cfg_i,
     cfg_f,
+    vmap,
+    vrun,
     slc,
 ):
     """The fine-grained P-chase of Mei & Chu (TPDS Listing 3): ``j = chain[j]``, timed.
@@ -434,6 +497,8 @@ def run_chase(
             state,
             cfg_i,
             cfg_f,
+            vmap,
+            vrun,
             slc,
         )
         j = np.int64(chain[j])

@@ -20,6 +20,7 @@ from .indexing import make_index
 from .noise import seed_states
 from .policies import POLICY_CODES
 from .profile import LOAD_PATHS, DeviceProfile
+from .tlb import PageMap
 
 
 def _pack(specs: list[CacheSpec], latencies: list[int]) -> dict[str, np.ndarray]:
@@ -115,6 +116,8 @@ class SimGPU:
         specs += [level.as_cache_spec() for level in tlb_levels]
         latencies += [level.miss_penalty_cycles for level in tlb_levels]
         self._arrays = _pack(specs, latencies)
+        for i, level in enumerate(tlb_levels):
+            self._arrays["par"][n_caches + i, K.C_COALESCE] = level.coalesce_pages.bit_length() - 1
         self.structure_names = tuple(names) + tuple(level.name for level in tlb_levels)
         self._paths = {path: self._path_array(path) for path in profile.paths}
         self._slices: dict[tuple[str, int], np.ndarray] = {}
@@ -127,7 +130,19 @@ class SimGPU:
         self._cfg_i[K.I_SWITCH] = tlbs.window_switch_penalty_cycles if tlbs else 0
         self._cfg_i[K.I_OUTLIER] = noise.outlier_cycles
         self._cfg_f = np.array([noise.jitter_cycles, noise.outlier_probability], dtype=np.float64)
+        self.set_page_map(None)
         self.reset()
+
+    def set_page_map(self, page_map: PageMap | None) -> None:
+        """The physical memory behind the virtual addresses from now on (tlb.py ``PageMap``;
+        None: physical = virtual). Caches and TLBs keep their contents."""
+        if page_map is None:
+            self._vmap = self._vrun = np.zeros(1, dtype=np.int64)
+            self._cfg_i[K.I_MAPSHIFT] = 0
+            return
+        self._vmap = np.ascontiguousarray(page_map.frames, dtype=np.int64)
+        self._vrun = np.ascontiguousarray(page_map.aligned_runs, dtype=np.int64)
+        self._cfg_i[K.I_MAPSHIFT] = page_map.shift
 
     def _path_array(self, path: str) -> np.ndarray:
         """Rows (structure of copy 0, hit latency on ``path``, flags, copies, copy mapping) of
@@ -189,6 +204,8 @@ class SimGPU:
             self._state,
             self._cfg_i,
             self._cfg_f,
+            self._vmap,
+            self._vrun,
         )
 
     def fill(self, cache: str, addresses_bytes: np.ndarray, *, instance: int = 0) -> int:

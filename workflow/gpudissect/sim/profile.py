@@ -288,6 +288,9 @@ class _Checker:
         if not _is_pow2(page):
             self.fail(f"{where}.page_bytes", f"{page} is not a power of two")
         ways = self.set_ways(d, where, units=d["entries"], unit_bytes=page, size_key="entries")
+        coalesce = d.get("coalesce_pages", 1)
+        if not _is_pow2(coalesce):
+            self.fail(f"{where}.coalesce_pages", f"{coalesce} is not a power of two (1, 2, 4, ...)")
         return TlbLevelSpec(
             name=d["name"],
             entries=d["entries"],
@@ -296,6 +299,7 @@ class _Checker:
             miss_penalty_cycles=d["miss_penalty_cycles"],
             index=self.index(d.get("index"), f"{where}.index", sets=len(ways), line_bytes=page),
             policy=self.policy(d.get("policy"), f"{where}.policy", set_ways=ways),
+            coalesce_pages=coalesce,
         )
 
     def tlbs(self, d: dict | None) -> TlbSpec | None:
