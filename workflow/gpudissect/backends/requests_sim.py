@@ -35,8 +35,7 @@ def memory_latency_cycles(profile, path: str) -> float:
 def run_requests(backend, work: RequestsWork, *, seed: int = 0) -> RequestsResult:
     """The request table decides when each load completes (sim/outstanding.py). The event
     simulation is deterministic for a given memory latency, so it runs once per configuration
-    (and once for all repeats of the sweep);
-    the runs differ by measurement noise (the profile's noise block: one Gaussian clock jitter
+    (and once for all repeats of the sweep); the runs differ by measurement noise (the profile's noise block: one Gaussian clock jitter
     per launch, since every thread times the same two barriers, and rare per-thread outliers)."""
     from ..sim.outstanding import simulate_request_kernel
 
@@ -61,12 +60,13 @@ def run_requests(backend, work: RequestsWork, *, seed: int = 0) -> RequestsResul
     rng = np.random.default_rng(point_seed(backend.seed, seed))
     noise = profile.noise
     shape = (work.runs, work.threads)
-    t = np.broadcast_to(elapsed, shape).astype(np.float64)
+    t = np.empty(shape)
+    t[...] = elapsed
     if noise.jitter_cycles:
-        t = t + np.round(rng.normal(0.0, noise.jitter_cycles, (work.runs, 1)))
+        t += np.round(rng.normal(0.0, noise.jitter_cycles, (work.runs, 1)))
     if noise.outlier_probability > 0:
-        t = t + noise.outlier_cycles * (rng.random(shape) < noise.outlier_probability)
-    out = np.maximum(t, 0).astype(np.uint32)
+        t += noise.outlier_cycles * (rng.random(shape) < noise.outlier_probability)
+    out = np.maximum(t, 0, out=t).astype(np.uint32)
     return RequestsResult(elapsed_cycles=out, sm_clock_mhz=float(profile.clocks.sm_mhz))
 
 
