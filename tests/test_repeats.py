@@ -173,3 +173,18 @@ def test_a_run_with_two_repeats_writes_both_and_the_repeats_document(tmp_path):
     assert {r["repeat"] for q in doc["quantities"] for r in q["readings"]} == {1, 2}
     topo = json.loads((tmp_path / "results/topology/tiny.json").read_text())
     assert topo["repeats"]["repeats"] == 2
+
+
+@pytest.mark.gpu
+def test_gpu_clock_record_holds_the_clocks_and_the_clock_event_reasons():
+    from gpudissect.backends.cuda import CudaBackend
+
+    with CudaBackend(index=0) as b:
+        before = b.clock_record()
+        after = b.clock_record()
+    assert set(before) == {"sm_clock_mhz", "memory_clock_mhz", "clock_event_reasons"}
+    record = sweep_clocks({"backend": "cuda", "clocks_before": before, "clocks_after": after})
+    if before["clock_event_reasons"] is not None:  # NVML answers on every GPU host we use
+        assert isinstance(before["clock_event_reasons"], int)
+        assert isinstance(record["clock_event_reasons"], list)
+    assert isinstance(record["flagged"], bool) and record["note"]
