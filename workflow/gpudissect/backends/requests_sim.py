@@ -35,8 +35,9 @@ def memory_latency_cycles(profile, path: str) -> float:
 def run_requests(backend, work: RequestsWork, *, seed: int = 0) -> RequestsResult:
     """The request table decides when each load completes (sim/outstanding.py). The event
     simulation is deterministic for a given memory latency, so it runs once per configuration
-    (and once for all repeats of the sweep); the runs differ by measurement noise (the profile's noise block: one Gaussian clock jitter
-    per launch, since every thread times the same two barriers, and rare per-thread outliers)."""
+    (and once for all repeats of the sweep); the runs differ by measurement noise (the
+    profile's noise block: one Gaussian clock jitter per launch, since every thread times the
+    same two barriers, and rare per-thread outliers)."""
     from ..sim.outstanding import simulate_request_kernel
 
     profile = backend.profile

@@ -221,7 +221,7 @@ def run(
             if settled(readings):
                 break
             total += len(points)
-        log.info("requests: %d repeats, readings not settled yet", repeat + 1)
+            log.info("requests: %d repeats, readings not settled yet", repeat + 1)
     if not frames:
         return SCHEMA.empty_table().to_pandas()
     return pd.concat(frames, ignore_index=True)[SCHEMA.names]
