@@ -121,6 +121,18 @@ def test_sweep_clocks_flag_a_changed_clock_and_throttle_reasons():
     assert "sm_clock_mhz: 1980 -> 1755" in flagged["note"]
     assert "sw_power_cap, sw_thermal_slowdown" in flagged["note"]
     assert reason_names(0x1000 | 0x8) == ["hw_slowdown", "0x1000"]
+    # steady before and after, but one point read a lower SM clock: flagged by its points
+    import pandas as pd
+
+    points = pd.DataFrame({"sm_clock_mhz": [1980.0, 1980.0, 1830.0, float("nan")]})
+    prov = {"backend": "cuda", "clocks_before": idle, "clocks_after": idle}
+    dipped = sweep_clocks(prov, points)
+    assert dipped["flagged"] and dipped["points_sm_clock_mhz"] == {
+        "min": 1830.0,
+        "max": 1980.0,
+        "points": 3,
+    }
+    assert not sweep_clocks(prov, points.iloc[:2])["flagged"]
     assert sweep_clocks({"backend": "sim", "clocks_before": idle}) is None
 
 

@@ -68,7 +68,7 @@ class _Analysis(_Ref):
         doc = self.resolve()(data, provenance=provenance, **kwargs)
         from .analysis.clocks import sweep_clocks
 
-        clocks = sweep_clocks(provenance)  # a GPU sweep's clocks and throttle flag
+        clocks = sweep_clocks(provenance, data)  # a GPU sweep's clocks and throttle flag
         if clocks is not None and isinstance(doc, dict):
             doc["sweep_clocks"] = clocks
         return doc

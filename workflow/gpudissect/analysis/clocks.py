@@ -1,5 +1,6 @@
 """Whether a GPU sweep ran at steady clocks: the SM and memory clocks and NVML's clock event
-(throttle) reasons the sweep recorded before and after it (the trace's provenance). A sweep
+(throttle) reasons the sweep recorded before and after it (the trace's provenance), and the SM
+clock its points recorded where the trace has one per point. A sweep
 whose clocks changed, or during which the driver gave any reason other than an idle GPU, is
 flagged: its cycles may mix clock domains or a throttled SM. Sees only the provenance.
 """
@@ -7,6 +8,8 @@ flagged: its cycles may mix clock domains or a throttled SM. Sees only the prove
 from __future__ import annotations
 
 from typing import Any
+
+import numpy as np
 
 # NVML's clock event reason bits (nvmlClocksEventReasons; the same bits as the older
 # nvmlClocksThrottleReasons)
@@ -36,9 +39,22 @@ def reason_names(mask: int | None) -> list[str] | None:
     return names
 
 
-def sweep_clocks(provenance: dict[str, Any]) -> dict[str, Any] | None:
-    """The clock record of one GPU sweep, flagged where the clocks changed or a reason other
-    than idle was set; None for a simulated device (its clocks are the profile's)."""
+def point_clock_range(data: Any) -> dict[str, Any] | None:
+    """The SM clock the trace's points recorded (column `sm_clock_mhz`, read by NVML at most
+    a fraction of a second before each point): min, max and how many points read one."""
+    if data is None or "sm_clock_mhz" not in getattr(data, "columns", ()):
+        return None
+    sm = np.asarray(data["sm_clock_mhz"], dtype=float)
+    sm = sm[np.isfinite(sm)]
+    if sm.size == 0:
+        return None
+    return {"min": float(sm.min()), "max": float(sm.max()), "points": int(sm.size)}
+
+
+def sweep_clocks(provenance: dict[str, Any], data: Any = None) -> dict[str, Any] | None:
+    """The clock record of one GPU sweep, flagged where the clocks changed (between before and
+    after, or between the points of `data`) or a reason other than idle was set; None for a
+    simulated device (its clocks are the profile's)."""
     if provenance.get("backend") != "cuda":
         return None
     before = provenance.get("clocks_before") or {}
@@ -48,6 +64,9 @@ def sweep_clocks(provenance: dict[str, Any]) -> dict[str, Any] | None:
         for k in CLOCKS
         if before.get(k) is not None and after.get(k) is not None and before[k] != after[k]
     ]
+    points = point_clock_range(data)
+    if points is not None and points["max"] > points["min"]:
+        changed.append(f"SM clock of the points from {points['min']:g} to {points['max']:g} MHz")
     recorded = "clock_event_reasons" in before or "clock_event_reasons" in after
     reasons: list[str] = []
     for side in (before, after):
@@ -71,6 +90,7 @@ def sweep_clocks(provenance: dict[str, Any]) -> dict[str, Any] | None:
     return {
         "before": before,
         "after": after,
+        "points_sm_clock_mhz": points,
         "clock_changed": bool(changed),
         "clock_event_reasons": reasons if recorded else None,
         "throttled": bool(throttled),
