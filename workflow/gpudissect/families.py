@@ -53,7 +53,9 @@ class _Ref:
 class _Analysis(_Ref):
     """A family's analysis: `(data, *, provenance, inputs)` -> the result document. A trace with
     a NaN or infinite measurement is refused first (AnalysisError naming the column and row);
-    an empty one is the analysis's to report undetermined (the device lacks the load path)."""
+    an empty one is the analysis's to report undetermined (the device lacks the load path). A
+    GPU sweep's document gains `sweep_clocks`: its clocks and clock event reasons before and
+    after, flagged where they changed or were set (`analysis.clocks`)."""
 
     def __init__(self, family: str, module: str, attr: str):
         super().__init__(module, attr)
@@ -63,7 +65,13 @@ class _Analysis(_Ref):
         from .traces import refuse_non_finite
 
         refuse_non_finite(data, where=f"{self.family} trace of {provenance.get('device')}")
-        return self.resolve()(data, provenance=provenance, **kwargs)
+        doc = self.resolve()(data, provenance=provenance, **kwargs)
+        from .analysis.clocks import sweep_clocks
+
+        clocks = sweep_clocks(provenance, data)  # a GPU sweep's clocks and throttle flag
+        if clocks is not None and isinstance(doc, dict):
+            doc["sweep_clocks"] = clocks
+        return doc
 
 
 def _no_inputs(device: Any) -> dict[str, str]:

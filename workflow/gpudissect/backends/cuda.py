@@ -69,6 +69,18 @@ class _Nvml:
             "memory_clock_mhz": self._get("nvmlDeviceGetClockInfo", n.NVML_CLOCK_MEM),
         }
 
+    def clock_event_reasons(self) -> int | None:
+        """NVML's bitmask of why the clocks are below their maximum (clock event, formerly
+        throttle, reasons: idle, power cap, thermal slowdown...); None without NVML."""
+        reasons = self._get("nvmlDeviceGetCurrentClocksEventReasons")
+        if reasons is None:
+            reasons = self._get("nvmlDeviceGetCurrentClocksThrottleReasons")
+        return None if reasons is None else int(reasons)
+
+    def clock_record(self) -> dict[str, Any]:
+        """The clocks and the clock event reasons, read together (before and after a sweep)."""
+        return self.clocks() | {"clock_event_reasons": self.clock_event_reasons()}
+
     def sm_clock(self, *, max_age_s: float) -> float | None:
         """The SM clock, read again only when the last reading is older than `max_age_s`: a
         sweep of thousands of short launches would otherwise spend much of its time in NVML."""
@@ -82,9 +94,7 @@ class _Nvml:
         if self.handle is None:
             return {"nvml": "unavailable"}
         n = self.nvml
-        reasons = self._get("nvmlDeviceGetCurrentClocksEventReasons") or self._get(
-            "nvmlDeviceGetCurrentClocksThrottleReasons"
-        )
+        reasons = self.clock_event_reasons()
         try:
             driver = n.nvmlSystemGetDriverVersion()
             driver = driver.decode() if isinstance(driver, bytes) else driver
@@ -201,6 +211,9 @@ class CudaBackend(Backend):
     def sm_clock(self) -> float | None:
         """The SM clock a launch records (a reading at most CLOCK_MAX_AGE_S old)."""
         return self.nvml.sm_clock(max_age_s=CLOCK_MAX_AGE_S)
+
+    def clock_record(self) -> dict[str, Any]:
+        return self.nvml.clock_record()
 
     # --- kernels ------------------------------------------------------------------------
     def cubin_path(self, kernel: str) -> Path:
