@@ -4,6 +4,7 @@ virtual units whatever lies behind them (not coalesced); the layouts' physical o
 map and coalescing of the simulator (reference model against the engine); bad input. The GPU
 check is tests/test_tlb_mappings_gpu.py."""
 
+import dataclasses
 from pathlib import Path
 
 import numpy as np
@@ -245,3 +246,26 @@ def test_a_stride_at_the_unit_cannot_show_coalescing():
     )
     assert l2["coalesced_pages"]["value"] is None
     assert "cannot show" in l2["coalesced_pages"]["undetermined"]
+
+
+def test_memory_share_spans_come_from_the_device_memory():
+    from gpudissect.backends.facts import DeviceFacts
+
+    series = [
+        {"layout": "contiguous", "stride_bytes": CHUNK, "max_array_bytes": {"memory_share": 0.5}},
+        {"layout": "scattered", "stride_bytes": CHUNK, "max_array_bytes": {"memory_share": 40}},
+    ]
+    sweep = e.parse_params(_section(8, 8, series=series), "experiments.tlb_mappings")
+    assert [s.max_array_bytes for s in sweep.series] == [0, 0]
+    memory = 1000 * CHUNK + 12345
+    facts = DeviceFacts(
+        source="profile", name="x", compute_capability=None, sm_count=1, max_threads_per_sm=32,
+        total_memory_bytes=memory,
+    )  # fmt: skip
+    got = e.resolve(sweep, facts)
+    cap = sweep.max_record_steps // sweep.traversals
+    # half the memory in whole strides; forty times it cut to what the records hold
+    assert got.series[0].max_array_bytes == 500 * CHUNK
+    assert got.series[1].max_array_bytes == min(40 * memory // CHUNK, cap) * CHUNK < 40 * memory
+    with pytest.raises(ConfigError, match="memory size"):
+        e.resolve(sweep, dataclasses.replace(facts, total_memory_bytes=None))

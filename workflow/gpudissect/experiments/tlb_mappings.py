@@ -27,13 +27,14 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 import pandas as pd
 import pyarrow as pa
 
 from ..backends.base import Backend
+from ..backends.facts import DeviceFacts
 from ..config import DeviceEntry
 from ..exceptions import ConfigError
 from .mapped_chase import LAYOUTS, MappedChaseWork, PhysicalLayout, ReleaseMapping
@@ -70,6 +71,9 @@ class Series:
     layout: str
     stride_bytes: int
     max_array_bytes: int
+    # `max_array_bytes: {memory_share: x}`: x times the device memory, resolved at run time
+    # (`resolve`) from the driver's facts; max_array_bytes is 0 until then
+    memory_share: float | None = None
 
     def max_elements(self) -> int:
         return self.max_array_bytes // self.stride_bytes
@@ -91,7 +95,10 @@ class MappingSweep:
 def parse_params(section: dict, key: str) -> MappingSweep:
     chunk = section["chunk_bytes"]
     series = tuple(
-        Series(s["layout"], s["stride_bytes"], s["max_array_bytes"]) for s in section["series"]
+        Series(s["layout"], s["stride_bytes"], s["max_array_bytes"])
+        if isinstance(s["max_array_bytes"], int)
+        else Series(s["layout"], s["stride_bytes"], 0, float(s["max_array_bytes"]["memory_share"]))
+        for s in section["series"]
     )
     sweep = MappingSweep(
         enabled=section["enabled"],
@@ -117,6 +124,8 @@ def parse_params(section: dict, key: str) -> MappingSweep:
             )
         if s.stride_bytes % ELEMENT_BYTES:
             raise ConfigError(f"{where}.stride_bytes: {s.stride_bytes} is not a multiple of 8")
+        if s.memory_share is not None:
+            continue  # checked when resolved (`resolve`)
         if s.max_elements() < 4:
             raise ConfigError(
                 f"{where}.max_array_bytes: {s.max_array_bytes} holds fewer than 4 strides of "
@@ -132,6 +141,28 @@ def parse_params(section: dict, key: str) -> MappingSweep:
                 f"{sweep.max_record_steps // sweep.traversals * s.stride_bytes}"
             )
     return sweep
+
+
+def resolve(sweep: MappingSweep, facts: DeviceFacts, key: str = "tlb_mappings") -> MappingSweep:
+    """Every `max_array_bytes: {memory_share: x}` as bytes: x times the memory the driver (or the
+    profile) reports, a multiple of the stride, at most what the records hold (`traversals`
+    traversals of the longest walk in `max_record_steps`) and at least 4 strides."""
+    if all(s.memory_share is None for s in sweep.series):
+        return sweep
+    if not facts.total_memory_bytes:
+        raise ConfigError(
+            f"{key}.series: max_array_bytes {{memory_share: ...}} needs the device memory size, "
+            "which the driver (or the profile's dram.size_bytes) does not give; set "
+            "max_array_bytes in bytes"
+        )
+    cap = sweep.max_record_steps // sweep.traversals
+    series = []
+    for s in sweep.series:
+        if s.memory_share is not None:
+            n = int(s.memory_share * facts.total_memory_bytes) // s.stride_bytes
+            s = replace(s, max_array_bytes=max(4, min(n, cap)) * s.stride_bytes)
+        series.append(s)
+    return replace(sweep, series=tuple(series))
 
 
 # --- layouts ----------------------------------------------------------------------------------
@@ -240,6 +271,7 @@ def run(
     progress: Callable[[int, int], None] | None = None,
 ) -> pd.DataFrame:
     """Every series, layout by layout (each mapped once, released at the end)."""
+    sweep = resolve(sweep, backend.facts())
     walker = _Walker(backend, sweep, progress)
     try:
         for kind in LAYOUTS:

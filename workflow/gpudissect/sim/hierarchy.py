@@ -87,9 +87,7 @@ class MemoryHierarchy:
                 latency = spec.hit_latency_on(path)
                 if sliced is not None and spec.name == sliced.cache:
                     latency = int(
-                        sliced.hit_cycles(base_cycles=latency, sm=sm)[
-                            sliced.slice_of(physical)
-                        ]
+                        sliced.hit_cycles(base_cycles=latency, sm=sm)[sliced.slice_of(physical)]
                     )
                 break
         else:
