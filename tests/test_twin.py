@@ -123,6 +123,47 @@ def _topo(elements, experiments=("cache_stage1", "l2")):
     }
 
 
+def _second_pass_misses(cache, elements, stride_bytes):
+    """Misses of the second of two passes of `elements` loads at `stride_bytes` (the line rule's
+    walk, analysis.cache_line)."""
+    addresses = [i * stride_bytes for i in range(elements)]
+    for a in addresses:
+        cache.access(a)
+    return sum(not cache.access(a).hit for a in addresses)
+
+
+def test_a_twin_l2_of_unmeasured_sets_fits_a_line_walk_as_the_gpu_did(tmp_path):
+    """The GPU's run read the L2's line (128 B), so a walk of 7/8 C / b elements at a stride of
+    2, 3/2 or 5/2 lines fitted its L2. The twin sets this L2 of 3840 lines (2^8 x 3 x 5) by line
+    number mod S: with 16 ways S = 240, a multiple of 2, 3 and 5, and each walk of 3360 lines
+    reaches only 120, 160 or 96 of the sets (the even ones; those not 2 mod 3; those 0 or 2 mod
+    5), 1920, 2560 or 1536 lines at most: none fits and the twin's run leaves the line
+    undetermined. Some stride must fit on the twin, and a walk of 5/4 C / b must not."""
+    from gpudissect.sim.cache import Cache
+
+    line, lines = 128, 3840
+    topo = _topo(
+        {
+            "l2": {
+                "size_bytes": _entry(lines * line),
+                "line_bytes": _entry(line),
+                "hit_latency_cycles": _entry(300.0, unit="cycles"),
+            }
+        }
+    )
+    twin = twin_profile(topo, name="d_twin")
+    out = write_twin(twin, tmp_path / "t.yaml", topology_path="t", command="test")
+    spec = load_profile(out).caches["l2"]
+    assert spec.size_bytes == lines * line  # 15 ways x 256 sets: no line lost
+    fits = [
+        s
+        for s in (2 * line, 3 * line // 2, 5 * line // 2)
+        if _second_pass_misses(Cache(spec), lines * 7 // 8, s) == 0
+    ]
+    assert fits, "no walk of 7/8 C / b lines fits the twin's L2"
+    assert _second_pass_misses(Cache(spec), lines * 5 // 4, fits[0]) > 0
+
+
 def test_agreement_sorts_quantities_into_agree_differ_assumed_and_not_compared():
     gpu = _topo(
         {

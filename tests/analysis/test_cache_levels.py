@@ -24,6 +24,31 @@ def test_granule_tolerates_a_few_outliers():
     assert g.granule_bytes == 32
 
 
+def test_granule_of_a_long_line_is_not_shortened_by_timing_outliers():
+    # a cold walk of 16 KiB at stride 4 (4096 loads) over 256-B lines: 64 misses, at multiples of
+    # 256, and 4 timing outliers (4, 100, 1000, and 2080 = 65 x 32). Off multiples of 8, 16, 32:
+    # 2, 3, 3 (<= 5% of 68), of 64: 4 (> 5%): by that share alone the granule reads 32 B. At rate
+    # 0.0005 the 4032 loads off multiples of 64 hold 2 outliers on average, 4 or more with
+    # p = 0.15, and one miss among the 256 loads at odd multiples of 32 has p = 0.12; none lie at
+    # odd multiples of 64 or 128; the 32 at odd multiples of 256 (every load there) no outlier
+    # rate explains: 256 B.
+    addr = np.arange(0, 16384, 4)
+    missed = (addr % 256 == 0) | np.isin(addr, [4, 100, 1000, 2080])
+    assert miss_granule(addr, missed).granule_bytes == 32
+    g = miss_granule(addr, missed, outlier_rate=0.0005)
+    assert (g.granule_bytes, g.misses, g.off_granule, g.odd_multiples) == (256, 68, 4, 32)
+
+
+def test_granule_halves_at_odd_multiples_that_outliers_cannot_explain():
+    # 16 misses at multiples of 64 in 1 KiB (256 loads), 8 of them at odd multiples: at a rate
+    # of 0.03 the 8 misses off multiples of 128 are as many as outliers make among its 248 loads
+    # (7.4 expected, p = 0.47), but not 8 of the 8 loads at odd multiples of 64 (p = 7e-13): the
+    # granule stays 64
+    addr = np.arange(0, 1024, 4)
+    g = miss_granule(addr, addr % 64 == 0, outlier_rate=0.03)
+    assert (g.granule_bytes, g.odd_multiples) == (64, 8)
+
+
 def test_granule_needs_odd_multiples():
     # an LRU cache with bit-indexed sets, one element over: misses one way apart (4096 B)
     addr = np.tile(np.arange(0, 16388, 4), 4)

@@ -76,10 +76,27 @@ def cmd_topology(args: argparse.Namespace) -> int:
                 f"--device {args.device!r}: no analysis documents under "
                 f"{Path(args.analysis, args.device)}; run the pipeline for that device first"
             )
-        doc = build_topology(args.device, docs, tuple(FAMILIES))
+        repeats = None
+        if args.repeats:
+            with open(args.repeats) as f:
+                repeats = json.load(f)
+        doc = build_topology(args.device, docs, tuple(FAMILIES), repeats=repeats)
     validate_topology(doc)
     out = write_result(args.out, to_mt4g(doc) if args.format == "mt4g" else doc)
     print(f"topology written: {out}")
+    return 0
+
+
+def cmd_repeats(args: argparse.Namespace) -> int:
+    from .analysis.result import write_result
+    from .topology.repeats import compare_repeats
+
+    missing = [p for p in args.analyses if not Path(p).is_file()]
+    if missing:
+        raise GpuDissectError(f"repeats --analyses: no such file(s): {missing}")
+    doc = compare_repeats(args.device, list(args.analyses))
+    write_result(args.out, doc)
+    print(f"repeats written: {args.out} ({len(doc['does_not_repeat'])} values do not repeat)")
     return 0
 
 
@@ -108,6 +125,12 @@ def add_document_commands(sub) -> None:
         help="build from exactly these analysis documents (default: every one of the device)",
     )
     s.add_argument(
+        "--repeats",
+        metavar="JSON",
+        help="the repeats document of a run that repeated (`gpudissect repeats`): values that "
+        "do not repeat are reported undetermined, measured ones with their spread",
+    )
+    s.add_argument(
         "--format",
         choices=("gpudissect", "mt4g"),
         default="gpudissect",
@@ -115,6 +138,16 @@ def add_document_commands(sub) -> None:
     )
     s.add_argument("--out", required=True, help="the .json to write")
     s.set_defaults(func=cmd_topology)
+
+    s = sub.add_parser(
+        "repeats",
+        help="compare the analysis documents of a run's repeats (<experiment>.json, "
+        "<experiment>.r<k>.json) -> the repeats document",
+    )
+    s.add_argument("--device", required=True, help="the device's name")
+    s.add_argument("--analyses", nargs="+", required=True, metavar="JSON", help="every repeat's")
+    s.add_argument("--out", required=True, help="the .json to write")
+    s.set_defaults(func=cmd_repeats)
 
     s = sub.add_parser("report", help="render the report (Markdown and LaTeX) of a run or a fleet")
     s.add_argument(

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import jsonschema
+import numpy as np
 import yaml
 
 from gpudissect import yamlio
@@ -25,6 +26,7 @@ from .exceptions import ConfigError, ProfileError
 CONFIG_SCHEMA = schema_file("config.schema.yaml")
 
 
+REPEAT_STREAM = 0x5EED  # keeps a repeat's seed apart from any device's own seed
 AUTO = "auto"  # a sweep range the sweep derives from the driver's facts and earlier results
 
 
@@ -52,6 +54,14 @@ class DeviceEntry:
     experiments: dict[str, Any]  # effective (merged) experiment sections, raw for hashing
     params: dict[str, Any]  # typed parameters of each experiment (see gpudissect.families)
     twin_of: str | None = None  # the cuda device whose twin this sim device runs
+
+    def for_repeat(self, repeat: int) -> DeviceEntry:
+        """This device as repeat `repeat` (from 1) of a run runs it: repeat 1 is the device
+        itself; a later one draws the simulator's noise from a seed of its own."""
+        if repeat == 1:
+            return self
+        seed = int(np.random.SeedSequence([self.seed, REPEAT_STREAM, repeat]).generate_state(1)[0])
+        return dataclasses.replace(self, seed=seed)
 
     def enabled(self, experiment: str) -> bool:
         return bool(self.experiments.get(experiment, {}).get("enabled", False))
@@ -86,6 +96,7 @@ class RunConfig:
     devices: tuple[DeviceEntry, ...]
     build: BuildConfig
     report_title: str
+    repeats: int = 1  # every experiment of every device runs this many times (`repeats`)
 
     def device(self, name: str) -> DeviceEntry:
         for d in self.devices:
@@ -342,6 +353,7 @@ def parse(raw: dict[str, Any], *, base_dir: str | os.PathLike = ".") -> RunConfi
         devices=tuple(devices),
         build=BuildConfig(nvcc=b["nvcc"], nvcc_flags=tuple(b["nvcc_flags"])),
         report_title=cfg["report"]["title"],
+        repeats=cfg["repeats"],
     )
 
 

@@ -53,7 +53,9 @@ class _Ref:
 class _Analysis(_Ref):
     """A family's analysis: `(data, *, provenance, inputs)` -> the result document. A trace with
     a NaN or infinite measurement is refused first (AnalysisError naming the column and row);
-    an empty one is the analysis's to report undetermined (the device lacks the load path)."""
+    an empty one is the analysis's to report undetermined (the device lacks the load path). A
+    GPU sweep's document gains `sweep_clocks`: its clocks and clock event reasons before and
+    after, flagged where they changed or were set (`analysis.clocks`)."""
 
     def __init__(self, family: str, module: str, attr: str):
         super().__init__(module, attr)
@@ -63,7 +65,13 @@ class _Analysis(_Ref):
         from .traces import refuse_non_finite
 
         refuse_non_finite(data, where=f"{self.family} trace of {provenance.get('device')}")
-        return self.resolve()(data, provenance=provenance, **kwargs)
+        doc = self.resolve()(data, provenance=provenance, **kwargs)
+        from .analysis.clocks import sweep_clocks
+
+        clocks = sweep_clocks(provenance, data)  # a GPU sweep's clocks and throttle flag
+        if clocks is not None and isinstance(doc, dict):
+            doc["sweep_clocks"] = clocks
+        return doc
 
 
 def _no_inputs(device: Any) -> dict[str, str]:
@@ -273,6 +281,14 @@ _FAMILIES = (
         report_section="report.sections_tlb:tlbs_section",
     ),
     Family(
+        name="tlb_mappings",
+        experiment="tlb_mappings",
+        analyse="analysis.tlb_mappings:analyse",
+        plot="plotting.tlb_mappings:plot_tlb_mappings",
+        figures=("tlb_mappings_reach",),
+        report_section="report.sections_tlb_mappings:tlb_mappings_section",
+    ),
+    Family(
         name="latency_patterns",
         experiment="latency_patterns",
         analyse="analysis.latency_patterns:analyse",
@@ -290,6 +306,24 @@ _FAMILIES = (
         plot="plotting.timing:plot_timing_overhead",
         figures=("timing_overhead",),
         report_section="report.sections_timing:timing_overhead_section",
+    ),
+    Family(
+        name="l1_sets",
+        experiment="l1_sets",
+        analyse="analysis.l1_sets:analyse",
+        table="analysis.l1_sets:figure_table",
+        plot="plotting.l1_sets:plot_l1_sets",
+        figures=("l1_sets_strides",),
+        report_section="report.sections_l1_sets:l1_sets_section",
+    ),
+    Family(
+        name="l2_slices",
+        experiment="l2_slices",
+        analyse="analysis.l2_slices:analyse",
+        table="analysis.l2_slices:figure_table",
+        plot="plotting.l2_slices:plot_l2_slices",
+        figures=("l2_slices_matrix",),
+        report_section="report.sections_slices:l2_slices_section",
     ),
 )
 

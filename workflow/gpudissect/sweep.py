@@ -39,15 +39,18 @@ def run_experiment(
     out: str | os.PathLike,
     cubin_dir: str | os.PathLike | None = None,
     inputs: dict[str, str] | None = None,
+    repeat: int = 1,
 ) -> Path:
-    """Run `experiment` on `device`, write the trace to `out` atomically, return its path."""
+    """Run `experiment` on `device`, write the trace to `out` atomically, return its path.
+    `repeat` > 1: a repeat of the run (config key `repeats`), seeded apart from the first."""
+    device = device.for_repeat(repeat)
     fam = family(experiment)
     params = device.params[experiment]
     fragment = device.sweep_fragment(experiment)
     started_utc = _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds")
     started = time.monotonic()
     with open_backend(device, cubin_dir=cubin_dir) as backend:
-        clocks_before = backend.clocks()
+        clocks_before = backend.clock_record()
         info = backend.device_info()
         facts = backend.facts()
         data = fam.run(
@@ -57,7 +60,7 @@ def run_experiment(
             inputs=inputs or {},
             progress=_progress(f"{device.name}/{experiment}"),
         )
-        clocks_after = backend.clocks()
+        clocks_after = backend.clock_record()
         kernels = {}
         if backend.kind == "cuda":
             kernels = {f"{k}.cubin_sha256": backend.cubin_sha256(k) for k in fam.kernels}
@@ -74,6 +77,8 @@ def run_experiment(
         "kernels": kernels,
         "inputs": inputs or {},
     }
+    if repeat > 1:
+        provenance["repeat"] = repeat
     path = write_trace(out, data, schema=fam.schema, provenance=provenance)
     # wall-clock facts go to the log, never into the trace: the trace stays byte-identical for
     # a config and seed (benchmarks/bench_gpu_pipeline.py reads this line)

@@ -30,3 +30,44 @@ use rule analyze_trace as analyze_trace_with_table with:
 
 
 ruleorder: analyze_trace_with_table > analyze_trace
+
+
+# Repeat k > 1 of a run that repeats (config key `repeats`): its own documents, from its traces
+# and its own earlier results.
+use rule analyze_trace as analyze_repeat with:
+    input:
+        unpack(repeat_analysis_inputs),
+    output:
+        result="results/analysis/{device}/{experiment}.r{repeat}.json",
+    log:
+        "logs/analyze_trace/{device}/{experiment}.r{repeat}.log",
+    benchmark:
+        "results/benchmarks/analyze_trace/{device}_{experiment}.r{repeat}.tsv"
+    localrule: True
+
+
+use rule analyze_repeat as analyze_repeat_with_table with:
+    output:
+        result="results/analysis/{device}/{experiment}.r{repeat}.json",
+        table="results/analysis/{device}/{experiment}.r{repeat}.parquet",
+    wildcard_constraints:
+        experiment=TABLED,
+    localrule: True
+
+
+ruleorder: analyze_repeat_with_table > analyze_repeat
+
+
+rule compare_repeats:
+    input:
+        analyses=lambda wc: repeat_analyses(wc.device),
+    output:
+        repeats="results/analysis/{device}/repeats.json",
+    log:
+        "logs/compare_repeats/{device}.log",
+    localrule: True
+    conda:
+        ENV
+    shell:
+        "python -m gpudissect repeats --device {wildcards.device}"
+        " --analyses {input.analyses} --out {output.repeats} > {log} 2>&1"

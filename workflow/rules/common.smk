@@ -13,6 +13,7 @@ from gpudissect.devices import cuda_backend_missing, detect_arch  # noqa: E402
 from gpudissect.exceptions import GpuDissectError  # noqa: E402
 from gpudissect.families import FAMILIES  # noqa: E402
 from gpudissect.provenance import config_hash, workflow_commit  # noqa: E402
+from gpudissect.repeat_paths import repeat_path  # noqa: E402
 
 # The jobs record the commit of this workflow's checkout (or, in an unpacked artifact bundle, the
 # one its COMMIT file names) when their package cannot tell its own: an installed, not editable,
@@ -33,6 +34,9 @@ if workflow.local_exec and getattr(_cores, "value", _cores) == 0:
     )
 
 DEVICES = {d.name: d for d in RUN.devices}
+# every experiment of every device runs REPEATS times (config key `repeats`); repeat k > 1
+# writes <path>.r<k> beside the usual paths (gpudissect.repeat_paths)
+REPEATS = RUN.repeats
 # cuda device -> the sim device that runs its twin (a device entry with `twin: true`)
 TWINS = {d.twin_of: d.name for d in RUN.devices if d.twin_of}
 TWIN_PATTERN = "|".join(re.escape(g) for g in TWINS) or "(?!)"
@@ -74,6 +78,13 @@ onstart:
             )
 
 
+# an experiment is a family's name (so `<experiment>.r<k>.json` and `repeats.json` never read
+# as an experiment); a repeat's number is 2 or more (repeat 1 writes the usual paths)
+wildcard_constraints:
+    experiment="|".join(re.escape(name) for name in FAMILY),
+    repeat=r"[2-9]|[1-9][0-9]+",
+
+
 ARCHS = {name: device_arch(d) for name, d in DEVICES.items() if d.backend == "cuda"}
 
 
@@ -100,6 +111,36 @@ def analysis_inputs(wildcards):
         "trace": f"results/traces/{d.name}/{wildcards.experiment}.parquet",
         **FAMILY[wildcards.experiment].analysis_inputs(d),
     }
+
+
+def _of_repeat(inputs, repeat):
+    """A repeat's inputs: its own trace, and another family's result document of the same
+    repeat (kernels and profiles are the same for every repeat)."""
+    return {
+        k: (
+            repeat_path(v, repeat)
+            if v.startswith(("results/analysis/", "results/traces/"))
+            else v
+        )
+        for k, v in inputs.items()
+    }
+
+
+def repeat_sweep_inputs(wildcards):
+    return _of_repeat(sweep_inputs(wildcards), int(wildcards.repeat))
+
+
+def repeat_analysis_inputs(wildcards):
+    return _of_repeat(analysis_inputs(wildcards), int(wildcards.repeat))
+
+
+def repeat_analyses(device):
+    """Every repeat's result documents of a device (rule compare_repeats)."""
+    return [
+        repeat_path(f"results/analysis/{device}/{e}.json", k)
+        for k in range(1, REPEATS + 1)
+        for e in experiments_of(device)
+    ]
 
 
 def extra_input_args(wildcards, input):
@@ -196,6 +237,8 @@ def figure_files(device, experiment, ext="png"):
 
 def device_targets(device):
     targets = [f"results/topology/{device}.json"]
+    if REPEATS > 1:
+        targets.append(f"results/analysis/{device}/repeats.json")
     for exp in experiments_of(device):
         targets.append(f"results/analysis/{device}/{exp}.json")
         targets += figure_files(device, exp) + figure_files(device, exp, "pdf")

@@ -24,3 +24,22 @@ rule run_sweep:
         ),
     script:
         "../scripts/run_sweep.py"
+
+
+# Repeat k > 1 of a run that repeats (config key `repeats`): the same sweep, seeded apart.
+use rule run_sweep as run_sweep_repeat with:
+    input:
+        unpack(repeat_sweep_inputs),
+    output:
+        trace="results/traces/{device}/{experiment}.r{repeat}.parquet",
+    log:
+        "logs/run_sweep/{device}/{experiment}.r{repeat}.log",
+    benchmark:
+        "results/benchmarks/run_sweep/{device}_{experiment}.r{repeat}.tsv"
+    params:
+        device=lambda wc: wc.device,
+        experiment=lambda wc: wc.experiment,
+        repeat=lambda wc: int(wc.repeat),
+        config_hash=lambda wc: config_hash(
+            DEVICES[wc.device].for_repeat(int(wc.repeat)).sweep_fragment(wc.experiment)
+        ),

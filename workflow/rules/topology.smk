@@ -4,6 +4,10 @@ rule build_topology:
             f"results/analysis/{wc.device}/{exp}.json"
             for exp in experiments_of(wc.device)
         ],
+        # a run that repeats: the values that do not repeat are undetermined
+        repeats=lambda wc: (
+            [f"results/analysis/{wc.device}/repeats.json"] if REPEATS > 1 else []
+        ),
     output:
         topology="results/topology/{device}.json",
     log:
@@ -14,9 +18,11 @@ rule build_topology:
     localrule: True
     conda:
         ENV
+    params:
+        repeats=lambda wc, input: f" --repeats {input.repeats}" if input.repeats else "",
     shell:
         "python -m gpudissect topology --device {wildcards.device}"
-        " --analyses {input.analyses} --out {output.topology} > {log} 2>&1"
+        " --analyses {input.analyses}{params.repeats} --out {output.topology} > {log} 2>&1"
 
 
 rule build_study_topology:

@@ -21,4 +21,5 @@ run_experiment(
     out=sm.output.trace,
     cubin_dir=Path(cubins[0]).parent if cubins else None,
     inputs=extra,
+    repeat=int(getattr(sm.params, "repeat", 1)),
 )

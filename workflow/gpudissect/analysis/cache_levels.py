@@ -10,7 +10,8 @@ The rules, each applied to per-access latencies:
 - **Miss granule g** (TPDS step 2, "the distance between missing accesses"): at stride one
   element (4 bytes) only the first access into a granule (a line, or a sector of a sectored line)
   can miss; the others hit the granule just loaded. g is the largest power of two that divides
-  (nearly) all missed addresses, bounded by misses at its odd multiples. First a cold walk: a
+  all missed addresses but a few (5%, or as many as the timing-outlier rate explains), bounded
+  by misses at its odd multiples. First a cold walk: a
   fresh launch with no warm-up over 4 x `record_steps` bytes (the chain was just copied, so the
   level holds none of it: GPU caches in front of the L2 start every launch empty), where every
   granule misses once whatever the replacement policy. A level the copy fills (the L2 on a
@@ -40,6 +41,7 @@ import pandas as pd
 from . import cache_line
 from .level_granule import (
     COLD_PHASE,
+    GRANULE_ALPHA,
     GRANULE_TOLERANCE,
     WARM_PHASE,
     GranuleFinding,
@@ -103,15 +105,18 @@ SIZE_METHOD = (
     "size whose slow accesses the timing-outlier rate cannot explain (binomial test), refined "
     "inside its bracket"
 )
+_GRANULE_RULE = (
+    f"largest power of two dividing {100 * (1 - GRANULE_TOLERANCE):g}% of the missed addresses, "
+    "or all but as many as the level's timing-outlier rate explains (binomial tests at "
+    f"p >= {GRANULE_ALPHA:g})"
+)
 GRANULE_METHOD = {
     COLD_PHASE: (
-        "cold walk at stride 4 bytes (TPDS step 2, from an empty cache): largest power of two "
-        f"dividing {100 * (1 - GRANULE_TOLERANCE):g}% of the missed addresses"
+        "cold walk at stride 4 bytes (TPDS step 2, from an empty cache): " + _GRANULE_RULE
     ),
     WARM_PHASE: (
         "stride 4 bytes at C + 4 and C + C/8 after a warm-up pass (TPDS step 2; the cold walk "
-        f"saw no misses): largest power of two dividing {100 * (1 - GRANULE_TOLERANCE):g}% of "
-        "the missed addresses"
+        "saw no misses): " + _GRANULE_RULE
     ),
 }
 LINE_METHOD = (

@@ -30,6 +30,10 @@ Baniasadi, Sec. 3.2 and 5). Sees only the trace.
    sweeps saturate below the table's warp instructions (inside a warp, as the K20's UNQ sweeps
    of Figs. 9-10 do): then the distinct requests in flight at their saturation points bound a
    per-SM request limit, which all of them must agree on.
+7. **Repeats** (`request_repeats`). Steps 1-4 run on each repeat of the sweep alone; a sweep's
+   saturation reading, and the scoreboard limit, count only where more than half of the repeats
+   read them alike. Steps 5-6 use those readings; a sweep without a majority is undetermined,
+   with its readings, and the document says how many repeats agreed.
 """
 
 from __future__ import annotations
@@ -40,6 +44,7 @@ import numpy as np
 import pandas as pd
 
 from ..exceptions import AnalysisError
+from .request_repeats import LIMIT, Agreement, agree, limit_reading, sweep_reading
 from .request_spikes import Spike, SpikeDetector, variance3
 from .request_table import SweepResult, classify
 from .result import quantity, undetermined
@@ -53,6 +58,7 @@ __all__ = [
     "classify",
     "figure_table",
     "fit_sweeps",
+    "repeat_readings",
     "scoreboard_limit",
     "thread_latency_table",
     "variance3",
@@ -74,9 +80,9 @@ def thread_latency_table(data: pd.DataFrame) -> pd.DataFrame:
     lengths = np.fromiter((len(a) for a in data["elapsed_cycles"]), np.int64, len(data))
     if (lengths == 0).any():
         raise AnalysisError("a launch recorded no thread times")
-    flat = np.concatenate([np.asarray(a, dtype=np.float64) for a in data["elapsed_cycles"]])
-    starts = np.concatenate([[0], np.cumsum(lengths)[:-1]])
-    per_run = np.add.reduceat(flat, starts) / lengths
+    # integer cycles: every sum is exact in float64 (below 2^53), whatever the order
+    sums = (np.asarray(a).sum(dtype=np.float64) for a in data["elapsed_cycles"])
+    per_run = np.fromiter(sums, np.float64, len(data)) / lengths
     df = data[[*KEYS, "threads"]].assign(run_latency=per_run)
     g = df.groupby([*KEYS, "threads"], sort=True)["run_latency"]
     out = g.agg(
@@ -168,11 +174,10 @@ def analyse(
             "sweeps": [],
             "footprint": {},
         }
-    table = thread_latency_table(data)
-    sweeps = fit_sweeps(table)
-    limit_q = scoreboard_limit(table)
-    limit = limit_q.get("value") or limit_q.get("at_least")
-    element = classify(sweeps, limit=limit)
+    agreement = _agreement(data)
+    limit_q, limit = agreement.limit, agreement.limit_value
+    element = classify(agreement.repeating, limit=limit)
+    _note_repeats(element, agreement)
     element["per_warp_limit"] = limit_q
     footprint = {"max_footprint_bytes": int(data["footprint_bytes"].max())}
     l2_path = (inputs or {}).get("l2_flush")
@@ -185,6 +190,109 @@ def analyse(
         }
     return base | {
         "elements": {"requests": element},
-        "sweeps": [s.as_dict() for s in sweeps],
+        "sweeps": _sweep_dicts(agreement),
+        "repeats": _repeats_block(agreement, data),
         "footprint": footprint,
+    }
+
+
+# ---------------------------------------------------------------------------------------------
+# repeats
+
+
+def _repeats(data: pd.DataFrame) -> list[pd.DataFrame]:
+    """The trace's repeats in order (a trace without a `repeat` column is one repeat)."""
+    if "repeat" not in data.columns:
+        return [data]
+    return [df for _, df in data.groupby("repeat", sort=True)]
+
+
+def _fit_repeat(data: pd.DataFrame) -> tuple[dict[tuple, SweepResult], dict[str, Any]]:
+    table = thread_latency_table(data)
+    fits = {(s.pattern, s.merge_threads, s.loads_per_thread): s for s in fit_sweeps(table)}
+    return fits, scoreboard_limit(table)
+
+
+def repeat_readings(data: pd.DataFrame) -> dict[Any, Any]:
+    """The readings of one repeat (one pass of the sweep): each sweep's saturation reading and
+    the scoreboard limit. The sweep repeats until these agree (`request_repeats.settled`)."""
+    fits, limit = _fit_repeat(data)
+    return {key: sweep_reading(s) for key, s in fits.items()} | {LIMIT: limit_reading(limit)}
+
+
+def _agreement(data: pd.DataFrame) -> Agreement:
+    fitted = [_fit_repeat(df) for df in _repeats(data)]
+    return agree([f for f, _ in fitted], [q for _, q in fitted])
+
+
+def _note_repeats(element: dict[str, Any], agreement: Agreement) -> None:
+    """Say in every determined quantity how many repeats its sweeps agree in (the fewest), and
+    scale its confidence by that share; name the sweeps left out for not repeating."""
+    n = agreement.repeats
+    weakest = agreement.weakest(agreement.repeating)
+    left_out = "; ".join(
+        f"{s.key[0]} N={s.key[2]} ({', '.join(s.as_dict(n)['readings'])})"
+        for s in agreement.not_repeating
+    )
+    for q in element.values():
+        if q.get("value") is None:
+            if left_out:
+                q["undetermined"] += f"; sweeps whose readings do not repeat: {left_out}"
+            continue
+        q["confidence"] = round(q["confidence"] * weakest / n, 4)
+        q["evidence"] += f"; every reading used repeats in at least {weakest} of {n} repeats"
+        if left_out:
+            q["evidence"] += f"; left out, not repeating: {left_out}"
+
+
+def _sweep_dicts(agreement: Agreement) -> list[dict[str, Any]]:
+    """`SweepResult.as_dict` of each sweep's majority reading, with how many repeats read it; a
+    sweep without a majority reports no saturation point, undetermined, with the readings."""
+    out = []
+    n = agreement.repeats
+    for s in agreement.sweeps:
+        info = s.as_dict(n)
+        if s.fit is not None:
+            out.append(s.fit.as_dict() | {"repeats": info})
+            continue
+        pattern, k, loads = s.key
+        out.append(
+            {
+                "pattern": pattern,
+                "merge_threads": k,
+                "loads_per_thread": loads,
+                "saturation_threads": None,
+                "saturation_next_threads": None,
+                "saturation_jump_cycles": None,
+                "first_serialisation_threads": None,
+                "merge_overflow_threads": [],
+                "spikes": [],
+                "no_saturation_up_to_threads": None,
+                "undetermined": (
+                    f"the saturation reading does not repeat: no reading holds a majority of "
+                    f"{n} repeats ({', '.join(info['readings'])})"
+                ),
+                "repeats": info,
+            }
+        )
+    return out
+
+
+def _repeats_block(agreement: Agreement, data: pd.DataFrame) -> dict[str, Any]:
+    """How many repeats ran, how many sweeps repeat, and each repeat's SM clock range."""
+    clocks = []
+    for df in _repeats(data):
+        sm = df["sm_clock_mhz"].to_numpy(dtype=float)
+        sm = sm[np.isfinite(sm)]
+        clocks.append(None if sm.size == 0 else [float(sm.min()), float(sm.max())])
+    return {
+        "repeats": agreement.repeats,
+        "sweeps_repeating": len(agreement.repeating),
+        "sweeps_not_repeating": len(agreement.not_repeating),
+        "weakest_agreement": (
+            f"{agreement.weakest(agreement.repeating)} of {agreement.repeats} repeats"
+            if agreement.repeating
+            else None
+        ),
+        "sm_clock_mhz_range_by_repeat": clocks,
     }

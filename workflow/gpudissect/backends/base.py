@@ -172,6 +172,12 @@ class Backend(ABC):
     def clocks(self) -> dict[str, float]:
         """Current SM and memory clocks in MHz (`sm_clock_mhz`, `memory_clock_mhz`)."""
 
+    def clock_record(self) -> dict[str, Any]:
+        """What a sweep records of the clocks before and after it: the clocks, and on a GPU
+        NVML's clock event (throttle) reasons as `clock_event_reasons` (a bitmask, None when
+        NVML does not tell). The simulator's clocks never change: it records them alone."""
+        return dict(self.clocks())
+
     def close(self) -> None:  # noqa: B027 - optional hook
         """Release the device."""
 

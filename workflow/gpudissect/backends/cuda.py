@@ -69,6 +69,18 @@ class _Nvml:
             "memory_clock_mhz": self._get("nvmlDeviceGetClockInfo", n.NVML_CLOCK_MEM),
         }
 
+    def clock_event_reasons(self) -> int | None:
+        """NVML's bitmask of why the clocks are below their maximum (clock event, formerly
+        throttle, reasons: idle, power cap, thermal slowdown...); None without NVML."""
+        reasons = self._get("nvmlDeviceGetCurrentClocksEventReasons")
+        if reasons is None:
+            reasons = self._get("nvmlDeviceGetCurrentClocksThrottleReasons")
+        return None if reasons is None else int(reasons)
+
+    def clock_record(self) -> dict[str, Any]:
+        """The clocks and the clock event reasons, read together (before and after a sweep)."""
+        return self.clocks() | {"clock_event_reasons": self.clock_event_reasons()}
+
     def sm_clock(self, *, max_age_s: float) -> float | None:
         """The SM clock, read again only when the last reading is older than `max_age_s`: a
         sweep of thousands of short launches would otherwise spend much of its time in NVML."""
@@ -82,9 +94,7 @@ class _Nvml:
         if self.handle is None:
             return {"nvml": "unavailable"}
         n = self.nvml
-        reasons = self._get("nvmlDeviceGetCurrentClocksEventReasons") or self._get(
-            "nvmlDeviceGetCurrentClocksThrottleReasons"
-        )
+        reasons = self.clock_event_reasons()
         try:
             driver = n.nvmlSystemGetDriverVersion()
             driver = driver.decode() if isinstance(driver, bytes) else driver
@@ -125,6 +135,7 @@ class CudaBackend(Backend):
         self._buffer = None
         self._buffer_bytes = 0
         self._last_bytes = 0
+        self._closers: list = []
         self._start_clocks = self.nvml.clocks()
 
     # --- device facts -------------------------------------------------------------------
@@ -181,7 +192,10 @@ class CudaBackend(Backend):
         # experiment imports a backend; they register themselves with `handles` on import
         from . import (  # noqa: F401
             banks_cuda,
+            l2slices_cuda,
+            mapping_cuda,
             multichase_cuda,
+            pointer_walk_cuda,
             requests_cuda,
             throughput_cuda,
             timing_cuda,
@@ -193,6 +207,13 @@ class CudaBackend(Backend):
 
     def clocks(self) -> dict[str, float]:
         return self.nvml.clocks()
+
+    def sm_clock(self) -> float | None:
+        """The SM clock a launch records (a reading at most CLOCK_MAX_AGE_S old)."""
+        return self.nvml.sm_clock(max_age_s=CLOCK_MAX_AGE_S)
+
+    def clock_record(self) -> dict[str, Any]:
+        return self.nvml.clock_record()
 
     # --- kernels ------------------------------------------------------------------------
     def cubin_path(self, kernel: str) -> Path:
@@ -256,6 +277,12 @@ class CudaBackend(Backend):
                 f"cannot hold a chase array of {nbytes} bytes on {self.device.name()} "
                 f"({free} of {total} bytes free): lower the experiment's max_array_bytes"
             ) from exc
+
+    def on_close(self, fn) -> None:
+        """Call `fn(backend)` when the backend closes, before its context goes (memory a
+        handler holds across launches, such as a mapped range)."""
+        if fn not in self._closers:
+            self._closers.append(fn)
 
     def release_buffer(self) -> None:
         """Free the chase array: its pages are unmapped, so no TLB holds them any more."""
@@ -383,7 +410,7 @@ class CudaBackend(Backend):
                 from cuda.bindings import driver as cu
 
                 cu.cuTexObjectDestroy(tex)
-        sm = self.nvml.sm_clock(max_age_s=CLOCK_MAX_AGE_S)
+        sm = self.sm_clock()
         return ChaseResult(
             latency_cycles=latency,
             indices=indices,
@@ -394,6 +421,8 @@ class CudaBackend(Backend):
         if self.context is None:
             return
         try:
+            for fn in self._closers:
+                fn(self)
             if self._buffer is not None:
                 self._buffer.free()
             self._modules.clear()

@@ -45,7 +45,10 @@ class SimBackend(Backend):
         # experiment imports a backend; they register themselves with `handles` on import
         from . import (  # noqa: F401
             banks_sim,
+            l2slices_sim,
+            mapping_sim,
             multichase_sim,
+            pointer_walk_sim,
             requests_sim,
             throughput_sim,
             timing_sim,
@@ -62,10 +65,15 @@ class SimBackend(Backend):
         c = self.profile.clocks
         return {"sm_clock_mhz": float(c.sm_mhz), "memory_clock_mhz": float(c.memory_mhz)}
 
-    def run_chase(self, work: ChaseWork, *, carveout_pct: int | None, seed: int = 0) -> ChaseResult:
+    def run_chase(
+        self, work: ChaseWork, *, carveout_pct: int | None, seed: int = 0, page_map=None
+    ) -> ChaseResult:
+        """One P-chase launch; `page_map` (sim.tlb.PageMap) places the array's virtual chunks
+        in physical memory (None: physical = virtual)."""
         from ..sim.engine import SimGPU
 
         gpu = SimGPU(self.profile, seed=point_seed(self.seed, seed))
+        gpu.set_page_map(page_map)
         if work.chain is None:
             # sparse array: walk it here (the same walk the kernel makes) and time the loads
             steps = work.warmup_steps + work.record_steps

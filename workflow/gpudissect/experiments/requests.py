@@ -7,6 +7,10 @@ pattern: UNQ (a unique 128-byte block per load) or MergerK (K neighbouring threa
 block). Each launch configuration runs `runs` times (the paper reports the harmonic mean of
 three); every thread's t2 - t1 of every run is kept. The work (threads, N, byte offsets) is built
 here once and executed by either backend (`backends/requests_sim.py`, `requests_cuda.py`).
+
+The whole sweep repeats: at least `repeats.min` times, then once more at a time until every
+sweep's saturation reading is held by a majority of the repeats (`analysis.request_repeats`), or
+`repeats.max` repeats have run. The trace's `repeat` column tells them apart.
 """
 
 from __future__ import annotations
@@ -34,6 +38,7 @@ PATTERNS = {"unq": 1, "merger2": 2, "merger4": 4, "merger8": 8, "merger16": 16, 
 SCHEMA = pa.schema(
     [
         pa.field("point", pa.int32()),  # one launch configuration (pattern, N, threads)
+        pa.field("repeat", pa.int8()),  # one pass over every launch configuration
         pa.field("pattern", pa.string()),
         pa.field("merge_threads", pa.int16()),  # K: threads sharing one block (1 for UNQ)
         pa.field("loads_per_thread", pa.int8()),
@@ -58,6 +63,15 @@ class ThreadRange:
 
 
 @dataclass(frozen=True)
+class Repeats:
+    """How often the whole sweep runs: `min` times, then until its readings agree, at most
+    `max` times."""
+
+    min: int = 1
+    max: int = 1
+
+
+@dataclass(frozen=True)
 class RequestsSweep:
     enabled: bool
     path: str
@@ -67,10 +81,12 @@ class RequestsSweep:
     runs: int
     warmup_launches: int
     block_bytes: int
+    repeats: Repeats = Repeats()
 
 
 def parse_params(section: dict, key: str) -> RequestsSweep:
     t = section["threads"]
+    rep = section.get("repeats", {"min": 1, "max": 1})
     sweep = RequestsSweep(
         enabled=section["enabled"],
         path=section["path"],
@@ -80,7 +96,13 @@ def parse_params(section: dict, key: str) -> RequestsSweep:
         runs=section["runs"],
         warmup_launches=section["warmup_launches"],
         block_bytes=section["block_bytes"],
+        repeats=Repeats(rep["min"], rep["max"]),
     )
+    if sweep.repeats.max < sweep.repeats.min:
+        raise ConfigError(
+            f"{key}.repeats.max: {sweep.repeats.max} is below min {sweep.repeats.min}; "
+            "allowed: max >= min"
+        )
     if sweep.threads.stop < sweep.threads.start:
         raise ConfigError(
             f"{key}.threads.stop: {sweep.threads.stop} is below start {sweep.threads.start}; "
@@ -180,9 +202,34 @@ def run(
     inputs: dict | None = None,
     progress: Callable[[int, int], None] | None = None,
 ) -> pd.DataFrame:
-    """Run the sweep; one row per (launch configuration, run) holding every thread's time."""
+    """Run the sweep `repeats.min` to `repeats.max` times; one row per (repeat, launch
+    configuration, run) holding every thread's time."""
+    from ..analysis.request_repeats import settled
+    from ..analysis.requests import repeat_readings
 
     points = plan(sweep)
+    frames: list[pd.DataFrame] = []
+    readings: list[dict] = []
+    total = len(points) * sweep.repeats.min
+    for repeat in range(sweep.repeats.max):
+        frame = _run_once(backend, sweep, points, repeat, progress, total)
+        if frame is None:  # the device has no request table: nothing to repeat
+            break
+        frames.append(frame)
+        readings.append(repeat_readings(frame))
+        if repeat + 1 >= sweep.repeats.min:
+            if settled(readings):
+                break
+            total += len(points)
+            log.info("requests: %d repeats, readings not settled yet", repeat + 1)
+    if not frames:
+        return SCHEMA.empty_table().to_pandas()
+    return pd.concat(frames, ignore_index=True)[SCHEMA.names]
+
+
+def _run_once(backend, sweep, points, repeat, progress, total) -> pd.DataFrame | None:
+    """One pass over every launch configuration. The noise seed of a point differs between
+    repeats (a simulated repeat is a new measurement, deterministic for the config's seed)."""
     cols: dict[str, list] = {name: [] for name in SCHEMA.names}
     for p in points:
         offsets = pattern_offsets(
@@ -193,14 +240,15 @@ def run(
         )
         work = RequestsWork(sweep.path, offsets, sweep.runs, sweep.warmup_launches)
         try:
-            result = backend.run(work, seed=p.point)
+            result = backend.run(work, seed=p.point + repeat * len(points))
         except NoRequestTable as exc:
             log.warning("requests: %s; the trace records no launch", exc)
-            break
+            return None
         # distinct blocks by construction of pattern_offsets: N x ceil(T / K)
         footprint = p.loads_per_thread * -(-p.threads // p.merge_threads) * sweep.block_bytes
         for r in range(sweep.runs):
             cols["point"].append(p.point)
+            cols["repeat"].append(repeat)
             cols["pattern"].append(p.pattern)
             cols["merge_threads"].append(p.merge_threads)
             cols["loads_per_thread"].append(p.loads_per_thread)
@@ -211,7 +259,5 @@ def run(
             cols["elapsed_cycles"].append(result.elapsed_cycles[r])
             cols["sm_clock_mhz"].append(result.sm_clock_mhz)
         if progress:
-            progress(p.point + 1, len(points))
-    if not cols["point"]:
-        return SCHEMA.empty_table().to_pandas()
+            progress(repeat * len(points) + p.point + 1, total)
     return pd.DataFrame(cols)

@@ -25,6 +25,7 @@ from .model import (
     Table,
     from_markdown,
 )
+from .sections_repeatability import repeatability_section
 from .sections_twin import twin_part
 from .studies import Study
 from .summary import CONFIDENCE, VERDICTS, device_summary, fleet_table
@@ -41,6 +42,7 @@ class DeviceData:
     plot_job: str = ""  # that job's benchmark key
     run_name: str = ""  # its name in the run that measured it (a fleet renames it)
     twin_agreement: dict[str, Any] | None = None  # the GPU against its twin (report.sections_twin)
+    repeats: dict[str, Any] | None = None  # the repeats document of a run that repeated
 
 
 def load_device(
@@ -66,6 +68,8 @@ def load_device(
     figures = [p for p in sorted(folder.glob("*.png")) if p.stem in stems]
     topo = json.loads(topology.read_text()) if topology and topology.is_file() else None
     study = figures_dir.name if figures_flat else ""
+    repeats_path = analysis_dir / name / "repeats.json"
+    repeats = json.loads(repeats_path.read_text()) if repeats_path.is_file() else None
     agreement = None
     if twin_agreement is not None and twin_agreement.is_file():
         agreement = json.loads(twin_agreement.read_text())
@@ -79,6 +83,7 @@ def load_device(
         plot_job=f"plot/{name}_for_{study}" if study else f"plot/{name}",
         run_name=name,
         twin_agreement=agreement,
+        repeats=repeats,
     )
 
 
@@ -154,6 +159,7 @@ def device_part(d: DeviceData, report_dir: Path) -> list[Block]:
         blocks += from_markdown(fam.report_section(doc, rel), shift=-1)
         for path, p in zip(rel, figs, strict=True):
             blocks.append(Figure(path, caption(p.stem, d.name), wide=_aspect(p) > 1.9))
+    blocks += from_markdown(repeatability_section(d.docs, d.repeats), shift=-1)
     return blocks
 
 

@@ -81,9 +81,9 @@ def requests_section(doc: dict[str, Any], figures: list[str]) -> list[str]:
         "Saturation spike per sweep (the last thread count before the large rise, as the paper "
         "reads its plots; smaller rises are issue and write-back serialisation):",
         "",
-        "| pattern | N | saturation (threads) | rise (cycles) | first serialisation spike | "
-        "paper | verdict |",
-        "| --- | --- | --- | --- | --- | --- | --- |",
+        "| pattern | N | saturation (threads) | repeats agreeing | rise (cycles) | "
+        "first serialisation spike | paper | verdict |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- |",
     ]
     order = {p: k for k, p in enumerate(PATTERN_ORDER)}
     sweeps = sorted(
@@ -105,13 +105,26 @@ def requests_section(doc: dict[str, Any], figures: list[str]) -> list[str]:
         )
         if s.get("merge_overflow_threads"):
             sat_cell += f"; merge overflow after {s['merge_overflow_threads']}"
+        rep = s.get("repeats") or {}
+        if s.get("undetermined"):
+            sat_cell = f"does not repeat: {', '.join(rep.get('readings', []))}"
         lines.append(
             f"| {s['pattern']} | {s['loads_per_thread']} | {sat_cell} | "
+            f"{rep.get('text', '—')} | "
             f"{s['saturation_jump_cycles'] if sat is not None else '—'} | "
             f"{s['first_serialisation_threads'] or '—'} | {paper_cell} | "
             f"{_spike_verdict(sat, p)} |"
         )
     lines.append("")
+    rep = doc.get("repeats") or {}
+    if rep.get("repeats"):
+        lines += [
+            f"The sweep ran {rep['repeats']} times; {rep['sweeps_repeating']} sweeps read one "
+            f"saturation reading in a majority of the repeats (the weakest: "
+            f"{rep.get('weakest_agreement') or '—'}), {rep['sweeps_not_repeating']} did not and "
+            "are left out of the classification.",
+            "",
+        ]
     fp = doc.get("footprint", {})
     if fp:
         text = f"Largest footprint {fp['max_footprint_bytes'] / 1024:g} KiB"

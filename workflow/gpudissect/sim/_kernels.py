@@ -8,6 +8,9 @@ arrays, so one compiled function serves every structure:
   ``s`` start at ``par[s, C_SETOFF]``, so unequal sets are just rows with different ``ways``
 - ``lines[i]`` = (line number or -1 when invalid, policy stamp, bit mask of valid sectors)
 - ``idx`` (int64): XOR masks and set tables; ``wcum`` (float64): cumulative way weights
+- ``vmap[v]``, ``vrun[v]`` (int64): the physical chunk behind virtual chunk ``v`` of the
+  experiment's page map and the log2 of its aligned contiguous run (tlb.py ``PageMap``);
+  ``cfg_i[I_MAPSHIFT]`` = log2 of the chunk, 0 when there is no map (physical = virtual)
 - ``clk[s]``: the stamp counter of structure ``s``; ``rng`` (uint64[2]): xorshift64* states,
   ``rng[0]`` for replacement decisions and ``rng[1]`` for timing noise, so turning noise off
   does not change which lines are replaced; ``spare`` (float64[2]) the pending normal variate.
@@ -29,7 +32,8 @@ from numba import njit
 C_NSETS, C_SETOFF, C_LSHIFT, C_SSHIFT = 0, 1, 2, 3
 C_IKIND, C_ISHIFT, C_IOFF, C_ILEN, C_IPERIOD = 4, 5, 6, 7, 8
 C_POLICY, C_WOFF, C_LAT, C_PREFETCH = 9, 10, 11, 12
-NCOL = 13
+C_COALESCE = 13  # TLB levels: log2 of the pages one entry covers when physically contiguous
+NCOL = 14
 # index kinds (see indexing.py) and policy codes (see policies.py)
 MODULO, MASKS, TABLE = 0, 1, 2
 LRU, FIFO, RANDOM, PLRU, WEIGHTED = 0, 1, 2, 3, 4
@@ -40,9 +44,15 @@ P_STRUCT, P_LAT, P_FLAGS, P_NINST, P_ISEL = 0, 1, 2, 3, 4
 PCOL = 5
 UNTRANSLATED, MISS_ON_TLB_MISS = 1, 2
 # columns of the scalar configuration arrays of a device
-I_DRAM, I_WINDOW, I_SWITCH, I_OUTLIER, I_MAXWARPS = 0, 1, 2, 3, 4
-NCFG_I = 5
+I_DRAM, I_WINDOW, I_SWITCH, I_OUTLIER, I_MAXWARPS, I_MAPSHIFT = 0, 1, 2, 3, 4, 5
+NCFG_I = 6
+COALESCED_KEY_BIT = np.int64(1) << np.int64(58)  # tlb.py
 F_JITTER, F_OUTLIER_P = 0, 1
+# the slice array of a sliced L2 (sim/l2_slices.py) for one path and SM: the path row of the
+# sliced cache (-1: none), the slice function's kind, shift, period and slice count, the length
+# of its data; then the data (masks or table) and the hit latency of each slice
+SL_ROW, SL_KIND, SL_SHIFT, SL_PERIOD, SL_NSLICES, SL_NDATA = 0, 1, 2, 3, 4, 5
+SL_HEAD = 6
 
 _S12, _S25, _S27, _S11 = np.uint64(12), np.uint64(25), np.uint64(27), np.uint64(11)
 _MULT = np.uint64(0x2545F4914F6CDD1D)
@@ -124,6 +134,21 @@ def set_of(addr, par, s, idx):
             r |= _parity(addr & idx[off + k]) << k
         return r
     return idx[off + ((addr % par[s, C_IPERIOD]) >> par[s, C_ISHIFT])]
+
+
+@njit(cache=True, _nrt=False, inline="always")
+def slice_latency(addr, slc):
+    """The hit latency of byte address ``addr`` in the sliced cache (``slc``: SL_* layout)."""
+    kind, n, nd = slc[SL_KIND], slc[SL_NSLICES], slc[SL_NDATA]
+    if kind == MODULO:
+        k = (addr >> slc[SL_SHIFT]) % n
+    elif kind == MASKS:
+        k = 0
+        for b in range(nd):
+            k |= _parity(addr & slc[SL_HEAD + b]) << b
+    else:
+        k = slc[SL_HEAD + ((addr % slc[SL_PERIOD]) >> slc[SL_SHIFT])]
+    return slc[SL_HEAD + nd + k]
 
 
 @njit(cache=True, _nrt=False, inline="always")
@@ -264,7 +289,55 @@ def _window_penalty(addr, state, cfg_i):
 
 
 @njit(cache=True, _nrt=False, inline="always")
-def load(addr, warp, path, tlbs, par, sets, idx, lines, wcum, clk, rng, spare, state, cfg_i, cfg_f):
+def physical_of(addr, vmap, cfg_i):
+    """The physical address of ``addr`` under the page map (itself without one, or past it)."""
+    shift = cfg_i[I_MAPSHIFT]
+    if shift <= 0:
+        return addr
+    v = addr >> shift
+    if v >= vmap.shape[0]:
+        return addr
+    return (vmap[v] << shift) | (addr & ((np.int64(1) << shift) - 1))
+
+
+@njit(cache=True, _nrt=False, inline="always")
+def entry_key(addr, par, s, vrun, cfg_i):
+    """The address TLB level ``s`` looks up (tlb.py ``entry_key``): the address, or the block
+    number of a coalesced entry when the block maps contiguously."""
+    c = par[s, C_COALESCE]
+    if c <= 0:
+        return addr
+    lshift = par[s, C_LSHIFT]
+    shift = cfg_i[I_MAPSHIFT]
+    if shift > 0:
+        v = addr >> shift
+        need = lshift + c - shift
+        if need > 0 and v < vrun.shape[0] and vrun[v] < need:
+            return addr
+    return COALESCED_KEY_BIT | ((addr >> (lshift + c)) << lshift)
+
+
+@njit(cache=True, _nrt=False, inline="always")
+def load(
+    addr,
+    warp,
+    path,
+    tlbs,
+    par,
+    sets,
+    idx,
+    lines,
+    wcum,
+    clk,
+    rng,
+    spare,
+    state,
+    cfg_i,
+    cfg_f,
+    vmap,
+    vrun,
+    slc,
+):
     """Latency in cycles of one load by warp ``warp`` (the rules: hierarchy.py's docstring).
 
     ``path[c]`` = (structure of copy 0, hit latency on this path, flags, copies, copy mapping)
@@ -273,9 +346,11 @@ def load(addr, warp, path, tlbs, par, sets, idx, lines, wcum, clk, rng, spare, s
     levels until one hits, each miss adding its penalty (``C_LAT``) and, when all miss, the
     window switch; the other caches until one hits (a MISS_ON_TLB_MISS cache counts as missed
     when the nearest TLB level missed); else DRAM; then noise. TLB levels and caches share one
-    loop so that ``lookup`` is inlined once.
+    loop so that ``lookup`` is inlined once. The caches after translation see the physical
+    address (``physical_of``), the TLB levels their entry key (``entry_key``).
     """
     ntlb, ncache = tlbs.shape[0], path.shape[0]
+    phys = physical_of(addr, vmap, cfg_i)
     pre = 0  # caches looked up before translation
     while pre < ncache and path[pre, P_FLAGS] & UNTRANSLATED:
         pre += 1
@@ -292,7 +367,11 @@ def load(addr, warp, path, tlbs, par, sets, idx, lines, wcum, clk, rng, spare, s
             s = path[c, P_STRUCT] + instance_of(
                 warp, path[c, P_NINST], path[c, P_ISEL], cfg_i[I_MAXWARPS]
             )
-        r = lookup(addr, par, s, sets, idx, lines, wcum, clk, rng)
+        if is_tlb:
+            a = entry_key(addr, par, s, vrun, cfg_i)
+        else:
+            a = addr if k < pre else phys
+        r = lookup(a, par, s, sets, idx, lines, wcum, clk, rng)
         if is_tlb:
             if r == HIT:
                 translated = True
@@ -303,7 +382,7 @@ def load(addr, warp, path, tlbs, par, sets, idx, lines, wcum, clk, rng, spare, s
                 if k == pre + ntlb - 1:
                     penalty += _window_penalty(addr, state, cfg_i)
         elif r == HIT and not (nearest_missed and path[c, P_FLAGS] & MISS_ON_TLB_MISS):
-            latency = path[c, P_LAT]
+            latency = path[c, P_LAT] if c != slc[SL_ROW] else slice_latency(a, slc)
             break
     latency += penalty
     latency += noise_cycles(rng, spare, cfg_f[F_JITTER], cfg_f[F_OUTLIER_P], cfg_i[I_OUTLIER])
@@ -312,7 +391,25 @@ def load(addr, warp, path, tlbs, par, sets, idx, lines, wcum, clk, rng, spare, s
 
 @njit(cache=True, _nrt=False)
 def run_sequence(
-    addrs, out, warp, path, tlbs, par, sets, idx, lines, wcum, clk, rng, spare, state, cfg_i, cfg_f
+    addrs,
+    out,
+    warp,
+    path,
+    tlbs,
+    par,
+    sets,
+    idx,
+    lines,
+    wcum,
+    clk,
+    rng,
+    spare,
+    state,
+    cfg_i,
+    cfg_f,
+    vmap,
+    vrun,
+    slc,
 ):
     """Dependent loads of ``addrs`` by warp ``warp``, one after another; latencies into ``out``."""
     for t in range(addrs.shape[0]):
@@ -332,6 +429,9 @@ def run_sequence(
             state,
             cfg_i,
             cfg_f,
+            vmap,
+            vrun,
+            slc,
         )
 
 
@@ -369,6 +469,9 @@ def run_chase(
     state,
     cfg_i,
     cfg_f,
+    vmap,
+    vrun,
+    slc,
 ):
     """The fine-grained P-chase of Mei & Chu (TPDS Listing 3): ``j = chain[j]``, timed.
 
@@ -394,6 +497,9 @@ def run_chase(
             state,
             cfg_i,
             cfg_f,
+            vmap,
+            vrun,
+            slc,
         )
         j = np.int64(chain[j])
         if t >= warmup_steps:

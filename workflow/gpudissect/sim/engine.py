@@ -5,7 +5,8 @@ Every cache and TLB level of the profile becomes one structure in flat numpy arr
 rules of ``hierarchy.py``. A cache named by several paths (e.g. Maxwell's unified L1/texture
 cache) is one structure, shared; its hit latency may differ per path. A cache with
 ``instances_per_sm`` N is N structures side by side (copy k at structure first + k); a load
-picks its warp's copy (``CacheSpec.instance_of``).
+picks its warp's copy (``CacheSpec.instance_of``). A profile with an ``l2_slices`` block gives
+the sliced cache's hits a latency by slice and by the SM that loads (``sm``; sim/l2_slices.py).
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from .indexing import make_index
 from .noise import seed_states
 from .policies import POLICY_CODES
 from .profile import LOAD_PATHS, DeviceProfile
+from .tlb import PageMap
 
 
 def _pack(specs: list[CacheSpec], latencies: list[int]) -> dict[str, np.ndarray]:
@@ -66,6 +68,26 @@ def _addresses(addresses_bytes: np.ndarray) -> np.ndarray:
     return addrs
 
 
+def _slice_array(profile: DeviceProfile, path: str, sm: int) -> np.ndarray:
+    """The slice array (``_kernels`` SL_* layout) of loads on ``path`` by SM ``sm``."""
+    slc = np.full(K.SL_HEAD, -1, dtype=np.int64)
+    spec = profile.l2_slices
+    if spec is None or spec.cache not in profile.paths[path]:
+        if not 0 <= sm < profile.sms:
+            raise ValueError(f"sm must be 0..{profile.sms - 1}, got {sm}")
+        return slc
+    cache = profile.caches[spec.cache]
+    compiled = make_index(spec.index, sets=spec.slices, line_bytes=cache.line_bytes).compiled()
+    slc[K.SL_ROW] = profile.paths[path].index(spec.cache)
+    slc[K.SL_KIND] = compiled.kind
+    slc[K.SL_SHIFT] = compiled.shift
+    slc[K.SL_PERIOD] = compiled.period_bytes
+    slc[K.SL_NSLICES] = spec.slices
+    slc[K.SL_NDATA] = len(compiled.data)
+    latency = spec.hit_cycles(base_cycles=cache.hit_latency_on(path), sm=sm)
+    return np.concatenate([slc, np.asarray(compiled.data, np.int64), latency])
+
+
 def _warp(warp: int) -> int:
     if warp < 0:
         raise ValueError(f"warp must be >= 0, got {warp}")
@@ -94,8 +116,11 @@ class SimGPU:
         specs += [level.as_cache_spec() for level in tlb_levels]
         latencies += [level.miss_penalty_cycles for level in tlb_levels]
         self._arrays = _pack(specs, latencies)
+        for i, level in enumerate(tlb_levels):
+            self._arrays["par"][n_caches + i, K.C_COALESCE] = level.coalesce_pages.bit_length() - 1
         self.structure_names = tuple(names) + tuple(level.name for level in tlb_levels)
         self._paths = {path: self._path_array(path) for path in profile.paths}
+        self._slices: dict[tuple[str, int], np.ndarray] = {}
         self._tlbs = np.arange(n_caches, len(specs), dtype=np.int64)
         tlbs, noise = profile.tlbs, profile.noise
         self._cfg_i = np.zeros(K.NCFG_I, dtype=np.int64)
@@ -105,7 +130,19 @@ class SimGPU:
         self._cfg_i[K.I_SWITCH] = tlbs.window_switch_penalty_cycles if tlbs else 0
         self._cfg_i[K.I_OUTLIER] = noise.outlier_cycles
         self._cfg_f = np.array([noise.jitter_cycles, noise.outlier_probability], dtype=np.float64)
+        self.set_page_map(None)
         self.reset()
+
+    def set_page_map(self, page_map: PageMap | None) -> None:
+        """The physical memory behind the virtual addresses from now on (tlb.py ``PageMap``;
+        None: physical = virtual). Caches and TLBs keep their contents."""
+        if page_map is None:
+            self._vmap = self._vrun = np.zeros(1, dtype=np.int64)
+            self._cfg_i[K.I_MAPSHIFT] = 0
+            return
+        self._vmap = np.ascontiguousarray(page_map.frames, dtype=np.int64)
+        self._vrun = np.ascontiguousarray(page_map.aligned_runs, dtype=np.int64)
+        self._cfg_i[K.I_MAPSHIFT] = page_map.shift
 
     def _path_array(self, path: str) -> np.ndarray:
         """Rows (structure of copy 0, hit latency on ``path``, flags, copies, copy mapping) of
@@ -147,6 +184,12 @@ class SimGPU:
             )
         return self._paths[path]
 
+    def _slice(self, path: str, sm: int) -> np.ndarray:
+        key = (path, int(sm))
+        if key not in self._slices:
+            self._slices[key] = _slice_array(self.profile, path, int(sm))
+        return self._slices[key]
+
     def _args(self) -> tuple:
         a = self._arrays
         return (
@@ -161,6 +204,8 @@ class SimGPU:
             self._state,
             self._cfg_i,
             self._cfg_f,
+            self._vmap,
+            self._vrun,
         )
 
     def fill(self, cache: str, addresses_bytes: np.ndarray, *, instance: int = 0) -> int:
@@ -184,13 +229,16 @@ class SimGPU:
             )
         )
 
-    def load_sequence(self, path: str, addresses_bytes: np.ndarray, *, warp: int = 0) -> np.ndarray:
+    def load_sequence(
+        self, path: str, addresses_bytes: np.ndarray, *, warp: int = 0, sm: int = 0
+    ) -> np.ndarray:
         """Latencies (int64 cycles) of dependent loads of ``addresses_bytes`` by one thread of
-        warp ``warp``."""
+        warp ``warp`` on SM ``sm``."""
         p = self._path(path)
         addrs = _addresses(addresses_bytes)
         out = np.empty(addrs.shape[0], dtype=np.int64)
-        K.run_sequence(addrs, out, np.int64(_warp(warp)), p, self._tlbs, *self._args())
+        slc = self._slice(path, sm)
+        K.run_sequence(addrs, out, np.int64(_warp(warp)), p, self._tlbs, *self._args(), slc)
         return out
 
     def chase(
@@ -204,6 +252,7 @@ class SimGPU:
         warmup_steps: int,
         record_steps: int,
         warp: int = 0,
+        sm: int = 0,
     ) -> tuple[np.ndarray, np.ndarray]:
         """The fine-grained P-chase (TPDS Listing 3) on ``path`` by one thread of warp ``warp``.
 
@@ -235,5 +284,6 @@ class SimGPU:
             p,
             self._tlbs,
             *self._args(),
+            self._slice(path, sm),
         )
         return lat, ind

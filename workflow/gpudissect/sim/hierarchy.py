@@ -7,7 +7,9 @@ A load on a path walks the caches of that path (nearest first) and the TLB level
     + the miss penalty of every TLB level that missed (nearest first; a hit stops the walk)
     + the window switch penalty when every level missed and the page lies outside the active
       page-table window (tlb.py)
-    + noise.
+    + noise;
+    a hit in the cache an ``l2_slices`` block names costs the latency of its slice for the SM
+    that loads instead (l2_slices.py).
 
 The order of the walk (it matters for the replacement state and the random streams):
 
@@ -16,7 +18,8 @@ The order of the walk (it matters for the replacement state and the random strea
    no TLB is looked up and no penalty is paid.
 2. Translation: the TLB levels, nearest first, until one hits (every load that gets here is
    translated, including one that goes on to DRAM).
-3. The remaining caches. A cache with ``miss_on_tlb_miss: true`` misses whenever the nearest TLB
+3. The remaining caches, on the physical address (the experiment's page map, tlb.py; without
+   one the address itself). A cache with ``miss_on_tlb_miss: true`` misses whenever the nearest TLB
    level missed in step 2, even if it holds the line: it is looked up and filled as on a miss,
    and the next level serves the load (Fermi L1: an L1-TLB miss costs an L1-cached load as much
    as an L2-cached one, NPC Table 3 patterns 2-3 with L1 enabled, 404/488 against 398/482
@@ -35,20 +38,23 @@ from __future__ import annotations
 from .cache import Cache
 from .noise import Noise, Rng
 from .profile import DeviceProfile
-from .tlb import Tlb
+from .tlb import PageMap, Tlb
 
 
 class MemoryHierarchy:
     """Python reference model of a simulated GPU's loads (slow; for tests and for reading)."""
 
-    def __init__(self, profile: DeviceProfile, *, seed: int) -> None:
+    def __init__(
+        self, profile: DeviceProfile, *, seed: int, page_map: PageMap | None = None
+    ) -> None:
         self.profile = profile
+        self.page_map = page_map
         self.rng = Rng(seed=seed)  # one replacement stream for every structure, as the engine
         self.caches = {
             name: [Cache(spec, rng=self.rng) for _ in range(spec.instances_per_sm)]
             for name, spec in profile.caches.items()
         }
-        self.tlb = Tlb(profile.tlbs, rng=self.rng) if profile.tlbs else None
+        self.tlb = Tlb(profile.tlbs, rng=self.rng, page_map=page_map) if profile.tlbs else None
         self.noise = Noise(profile.noise, seed=seed)
 
     def reset(self) -> None:
@@ -61,19 +67,28 @@ class MemoryHierarchy:
         self.rng.reset()
         self.noise.reset()
 
-    def load(self, path: str, address_bytes: int, *, warp: int = 0) -> int:
-        """Latency in cycles of one load of ``address_bytes`` on ``path`` by warp ``warp``."""
+    def load(self, path: str, address_bytes: int, *, warp: int = 0, sm: int = 0) -> int:
+        """Latency in cycles of one load of ``address_bytes`` on ``path`` by warp ``warp`` of
+        SM ``sm``."""
+        sliced = self.profile.l2_slices
         specs = self.profile.path_caches(path)
         latency = self.profile.dram.latency_cycles
         penalty, nearest_tlb_missed, translated = 0, False, self.tlb is None
-        for spec in specs:
+        physical = self.page_map.physical(address_bytes) if self.page_map else address_bytes
+        for k, spec in enumerate(specs):
             if not translated and spec.translated:
                 penalty, nearest_tlb_missed = self._translate(address_bytes)
                 translated = True
+            # the caches before the first translated one are virtually addressed
+            before = all(not s.translated for s in specs[: k + 1])
             copy = spec.instance_of(warp, max_warps_per_sm=self.profile.max_warps_per_sm)
-            hit = self.caches[spec.name][copy].access(address_bytes).hit
+            hit = self.caches[spec.name][copy].access(address_bytes if before else physical).hit
             if hit and not (spec.miss_on_tlb_miss and nearest_tlb_missed):
                 latency = spec.hit_latency_on(path)
+                if sliced is not None and spec.name == sliced.cache:
+                    latency = int(
+                        sliced.hit_cycles(base_cycles=latency, sm=sm)[sliced.slice_of(physical)]
+                    )
                 break
         else:
             if not translated:  # every cache missed before translation: DRAM needs it

@@ -24,6 +24,7 @@ from ..exceptions import ProfileError
 from .banks import SharedSpec
 from .cache import CacheSpec
 from .indexing import IndexSpec
+from .l2_slices import L2SliceSpec
 from .noise import NoiseSpec
 from .outstanding import RequestsSpec
 from .policies import PolicySpec
@@ -73,6 +74,7 @@ class DeviceProfile:
     throughput: ThroughputSpec | None = None
     noise: NoiseSpec = field(default_factory=NoiseSpec)
     timing: TimingSpec = field(default_factory=TimingSpec)
+    l2_slices: L2SliceSpec | None = None
     citations: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
     source: str = ""
 
@@ -286,6 +288,9 @@ class _Checker:
         if not _is_pow2(page):
             self.fail(f"{where}.page_bytes", f"{page} is not a power of two")
         ways = self.set_ways(d, where, units=d["entries"], unit_bytes=page, size_key="entries")
+        coalesce = d.get("coalesce_pages", 1)
+        if not _is_pow2(coalesce):
+            self.fail(f"{where}.coalesce_pages", f"{coalesce} is not a power of two (1, 2, 4, ...)")
         return TlbLevelSpec(
             name=d["name"],
             entries=d["entries"],
@@ -294,6 +299,7 @@ class _Checker:
             miss_penalty_cycles=d["miss_penalty_cycles"],
             index=self.index(d.get("index"), f"{where}.index", sets=len(ways), line_bytes=page),
             policy=self.policy(d.get("policy"), f"{where}.policy", set_ways=ways),
+            coalesce_pages=coalesce,
         )
 
     def tlbs(self, d: dict | None) -> TlbSpec | None:
@@ -337,6 +343,36 @@ class _Checker:
                         f"{', '.join(on) or 'none'}",
                     )
         return out
+
+    def l2_slices(self, d: dict | None, caches: Mapping[str, CacheSpec], sms: int):
+        """The ``l2_slices`` block: the slice function and the per-SM and per-slice terms."""
+        if d is None:
+            return None
+        where, name, n = "l2_slices", d["cache"], d["slices"]
+        if name not in caches:
+            self.fail(
+                f"{where}.cache",
+                f"names cache {name!r}, which is not defined; defined caches: {', '.join(caches)}",
+            )
+        line = caches[name].line_bytes
+        index = self.index(d["index"], f"{where}.index", sets=n, line_bytes=line)
+        lengths = {"slice_partition": n, "slice_cycles": n, "sm_partition": sms, "sm_cycles": sms}
+        values = {}
+        for key, want in lengths.items():
+            values[key] = tuple(d.get(key, [0] * want))
+            if len(values[key]) != want:
+                per = "slice" if key.startswith("slice") else f"SM (sms: {sms})"
+                self.fail(
+                    f"{where}.{key}", f"has {len(values[key])} entries; give one per {per}: {want}"
+                )
+        return L2SliceSpec(
+            cache=name,
+            slices=n,
+            index=index,
+            far_cycles=d["far_cycles"],
+            line_bytes=line,
+            **values,
+        )
 
     def block(self, cls, d: dict | None, where: str):
         """A spec dataclass of another sim module (banks, outstanding, throughput), built from
@@ -402,6 +438,7 @@ def load_profile(path: str | os.PathLike, *, schema_path: Path = PROFILE_SCHEMA)
         throughput=c.block(ThroughputSpec, doc.get("throughput"), "throughput"),
         noise=NoiseSpec(**noise),
         timing=c.block(TimingSpec, doc.get("timing"), "timing") or TimingSpec(),
+        l2_slices=c.l2_slices(doc.get("l2_slices"), caches, doc["sms"]),
         citations=_citations(doc),
         source=file,
     )

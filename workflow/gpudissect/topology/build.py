@@ -11,6 +11,7 @@ from .calibrate import calibrate, timing_block
 from .driver import driver_facts, fact_pointer, merged_device_info
 from .gather import load_document, readings
 from .reconcile import PRECEDENCE, reconcile
+from .repeats import apply_repeats
 
 SCHEMA_VERSION = 1
 
@@ -28,9 +29,15 @@ _DRIVER_COMPARED = {"l2_cache_size_bytes": ("l2", "size_bytes")}
 
 
 def build_topology(
-    device: str, analyses: list[str | Path], registry: tuple[str, ...]
+    device: str,
+    analyses: list[str | Path],
+    registry: tuple[str, ...],
+    *,
+    repeats: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """The document from a device's analysis documents (`registry`: the families' order)."""
+    """The document from a device's analysis documents (`registry`: the families' order); with
+    `repeats` (the repeats document of a run that repeated, `topology.repeats`), a value that
+    does not repeat is undetermined with its readings and a measured one carries its spread."""
     docs = [(str(p), load_document(p)) for p in analyses]
     all_readings = [r for path, doc in docs for r in readings(doc, path)]
     elements = reconcile(all_readings, registry)
@@ -40,6 +47,8 @@ def build_topology(
     facts = driver_facts(info)
     _add_driver_quantities(elements, facts, info, info_path)
     _compare_with_driver(elements, facts)
+    if repeats is not None:
+        apply_repeats(elements, repeats)
     timing = timing_block(docs)
     calibrate(elements, timing)
     document = {
@@ -65,6 +74,11 @@ def build_topology(
     }
     if timing is not None:
         document["timing"] = timing
+    if repeats is not None:
+        document["repeats"] = {
+            "repeats": repeats.get("repeats"),
+            "does_not_repeat": list(repeats.get("does_not_repeat", [])),
+        }
     return document
 
 

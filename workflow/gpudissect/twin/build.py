@@ -134,14 +134,18 @@ def _cache(b: TopologyReader, element: str, fallback_line: int) -> dict[str, Any
     if ways and sum(ways) == lines:
         out["set_ways"] = [int(w) for w in ways]
         cite["set_ways"] = b.cite(element, "ways_per_set")
+        sets = len(out["set_ways"])
     else:
-        out["ways"] = D.default_ways(lines, element)
+        out["ways"], sets = D.default_geometry(lines, element)
         cite["ways"] = b.assume(
             f"{where}.ways",
-            f"{out['ways']} ways of {lines} lines (sets and ways undetermined: config/README.md, "
-            "'Digital twins of a measured GPU')",
+            f"{out['ways']} ways x {sets} sets of {lines} lines (sets and ways undetermined; sets "
+            "that 2, 3 or 5 does not divide take walks at a stride of 2, 3/2 or 5/2 lines as the "
+            "GPU's did: config/README.md, 'Digital twins of a measured GPU')",
         )
-    sets = lines // out["ways"] if "ways" in out else len(out["set_ways"])
+        if out["ways"] * sets != lines:
+            out["size_bytes"] = out["ways"] * sets * line
+            cite["size_bytes"] += f"; rounded down to {sets} whole sets of {out['ways']} ways"
     bits = b.value(element, "set_index_bits")
     if bits and 2 ** len(bits) == sets:
         out["index"] = {"kind": "bit_list", "bits": [int(x) for x in bits]}

@@ -1,0 +1,255 @@
+"""L2 slice map: the GF(2) fit on seeded labels, the sliced L2 of the simulator (engine against
+the reference model; profiles without the block unchanged; bad blocks refused), the family on a
+small twin whose partition function, partitions, slices and SM x slice matrix the analysis must
+recover from the trace alone, the sweep's second helper, undetermined results on a trace with no
+structure, and a GPU check (`pytest -m gpu`)."""
+
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+import yaml
+
+from gpudissect.analysis.l2_partition import fit_affine
+from gpudissect.analysis.l2_slices import analyse, figure_table
+from gpudissect.backends.base import Backend, handles
+from gpudissect.backends.facts import DeviceFacts
+from gpudissect.backends.sim import SimBackend
+from gpudissect.exceptions import ConfigError, ProfileError
+from gpudissect.experiments import l2_slices as e
+
+REPO = Path(__file__).resolve().parents[1]
+TWIN = REPO / "tests/data/l2_slices_twin.yaml"
+PARAMS = e.L2SliceParams(
+    enabled=True,
+    lines=512,
+    region_bytes=2 << 20,
+    repetitions=2,
+    sms=None,
+    flush_bytes=None,
+    line_seed=1,
+)
+
+
+def _parity(x: int) -> int:
+    return bin(x).count("1") & 1
+
+
+def test_affine_fit_recovers_a_mask_and_counts_the_lines_noise_misplaced():
+    rng = np.random.default_rng(5)
+    offsets = rng.choice(16384, 1024, replace=False).astype(np.int64) * 128
+    mask = (1 << 8) | (1 << 12) | (1 << 20)
+    far = np.array([_parity(int(o) & mask) == 0 for o in offsets])  # constant 1
+    flipped = far.copy()
+    flipped[[3, 99, 500]] ^= True
+    fit = fit_affine(offsets, flipped)
+    assert (fit.mask, fit.constant, fit.mismatches) == (mask, 1, 3)
+    assert fit.bits == [8, 12, 20] and fit.linear
+    assert (fit.predict(offsets) == far).all()
+
+
+def test_affine_fit_calls_an_and_of_two_bits_not_linear():
+    rng = np.random.default_rng(6)
+    offsets = rng.choice(16384, 1024, replace=False).astype(np.int64) * 128
+    far = (offsets >> 9 & 1).astype(bool) & (offsets >> 14 & 1).astype(bool)
+    fit = fit_affine(offsets, far)
+    # the best affine approximation of an AND misplaces a quarter of the points
+    assert not fit.linear
+    assert 0.2 * far.size < fit.mismatches < 0.3 * far.size
+
+
+def test_engine_and_reference_model_give_the_same_sliced_latencies():
+    from gpudissect.sim.engine import SimGPU
+    from gpudissect.sim.hierarchy import MemoryHierarchy
+    from gpudissect.sim.profile import load_profile
+
+    profile = load_profile(TWIN)
+    addrs = np.arange(48, dtype=np.int64) * 4224  # lines spread over the slice bits
+    for sm in (0, 5):
+        gpu, ref = SimGPU(profile, seed=2), MemoryHierarchy(profile, seed=2)
+        gpu.load_sequence("cg", addrs, sm=sm)
+        for a in addrs:
+            ref.load("cg", int(a), sm=sm)
+        fast = gpu.load_sequence("cg", addrs, sm=sm)
+        slow = [ref.load("cg", int(a), sm=sm) for a in addrs]
+        assert fast.tolist() == slow
+
+
+def test_a_profile_without_slices_gives_every_sm_the_same_latencies():
+    from gpudissect.sim.engine import SimGPU
+    from gpudissect.sim.profile import load_profile
+
+    profile = load_profile(REPO / "tests/data/h100_like.yaml")
+    addrs = np.arange(64, dtype=np.int64) * 128
+    a = SimGPU(profile, seed=4).load_sequence("cg", np.tile(addrs, 2), sm=0)
+    b = SimGPU(profile, seed=4).load_sequence("cg", np.tile(addrs, 2), sm=77)
+    assert a.tolist() == b.tolist()
+
+
+def test_a_block_with_too_few_sm_entries_is_refused_naming_the_key(tmp_path):
+    doc = yaml.safe_load(TWIN.read_text())
+    doc["l2_slices"]["sm_partition"] = [0, 1]
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(yaml.safe_dump(doc))
+    from gpudissect.sim.profile import load_profile
+
+    with pytest.raises(ProfileError, match=r"l2_slices\.sm_partition: has 2 entries.*: 8"):
+        load_profile(bad)
+
+
+def test_bad_parameters_are_refused_naming_the_key():
+    base = {
+        "enabled": True, "lines": 64, "region_bytes": 4096, "repetitions": 1, "sms": "auto",
+        "flush_bytes": "auto", "line_seed": 0,
+    }  # fmt: skip
+    with pytest.raises(ConfigError, match=r"l2_slices\.lines: 64; allowed: at most .* 32 lines"):
+        e.parse_params(base, "l2_slices")
+    with pytest.raises(ConfigError, match=r"l2_slices\.sms: \[1, 1\] repeats"):
+        e.parse_params(base | {"lines": 16, "sms": [1, 1]}, "l2_slices")
+
+
+@pytest.fixture(scope="module")
+def twin():
+    with SimBackend(profile_path=TWIN, seed=11) as backend:
+        data = e.run(backend, PARAMS, device=None)
+    return data, analyse(data, provenance={"device": "twin"})
+
+
+def test_the_twin_partition_function_and_partitions_are_recovered(twin):
+    data, doc = twin
+    l2 = doc["elements"]["l2"]
+    # slice_partition = slice bit 0 XOR slice bit 2: masks 0x88880 ^ 0x22200 = 0xaaa80
+    assert l2["partition_function"]["value"] == [7, 9, 11, 13, 15, 17, 19]
+    assert l2["partitions"]["value"] == 2
+    # sm_partition [0, 1, 1, 0, 0, 1, 1, 0]
+    assert sorted(doc["near_groups"]) == [[0, 3, 4, 7], [1, 2, 5, 6]]
+    assert set(data["phase"]) == {0}  # every SM split with the first helper: no second phase
+    assert (data["sm"] == data["target_sm"]).all()
+
+
+def test_the_twin_slices_and_matrix_are_recovered(twin):
+    data, doc = twin
+    assert doc["elements"]["l2"]["slices"]["value"] == 16
+    p = yaml.safe_load(TWIN.read_text())["l2_slices"]
+    cols = doc["columns"]
+    masks = p["index"]["masks"]
+    true_slice = np.array(
+        [sum(_parity(o & m) << k for k, m in enumerate(masks)) for o in cols["offsets_bytes"]]
+    )
+    column = np.asarray(cols["column"])
+    slice_of_column = {}
+    for k in range(16):
+        slices = set(true_slice[column == k])
+        assert len(slices) == 1, (k, slices)  # every class is one slice
+        slice_of_column[k] = slices.pop()
+    table = figure_table(data, doc)
+    # the latency the profile gives: 260 + SM term + slice term + 200 to the other partition
+    sl = table["column"].map(slice_of_column)
+    far = sl.map(lambda k: p["slice_partition"][k]) != table["sm"].map(
+        lambda s: p["sm_partition"][s]
+    )
+    want = (
+        260 + table["sm"].map(lambda s: p["sm_cycles"][s]) + sl.map(lambda k: p["slice_cycles"][k])
+    ) + 200 * far
+    assert np.abs(table["cycles"] - want).max() <= 1.5
+    assert (table["far"] == far).all()
+    fits = doc["model"]["fits"]
+    assert fits["additive_far"]["r2"] > 0.999 and fits["additive"]["r2"] < 0.5
+    assert abs(doc["elements"]["l2"]["far_penalty_cycles"]["value"] - 200) < 1
+
+
+def test_the_twin_report_section_and_figure(twin):
+    from gpudissect.plotting.l2_slices import FIGURE, plot_l2_slices
+    from gpudissect.report.sections_slices import l2_slices_section
+
+    data, doc = twin
+    text = "\n".join(l2_slices_section(doc, []))
+    assert "a7 XOR a9 XOR a11" in text and "| slices (latency classes) | 16 |" in text
+    figs = plot_l2_slices(data, doc, table=figure_table(data, doc))
+    assert set(figs) == {FIGURE}
+
+
+class _FakeBackend(Backend):
+    """A GPU whose L2 copies far lines into the reader's partition: after a warm-up from the
+    helper, an SM of the helper's partition reads every line near (SMs 0-3: partition 0, 4-7:
+    partition 1; line partition = address bit 7)."""
+
+    kind = "fake_l2"
+
+    def device_info(self):
+        return {"backend": "fake"}
+
+    def facts(self):
+        return DeviceFacts(source="driver", name="fake", compute_capability=None, sm_count=8,
+                           max_threads_per_sm=2048, l2_bytes=1 << 20)  # fmt: skip
+
+    supports_carveout = False
+
+    def run_chase(self, work, *, carveout_pct, seed=0):
+        raise NotImplementedError
+
+    def clocks(self):
+        return {"sm_clock_mhz": 1000.0, "memory_clock_mhz": 1000.0}
+
+
+@handles("fake_l2", e.L2SliceWork)
+def _fake_walk(backend, work, *, seed=0):
+    part = lambda sm: sm // 4  # noqa: E731
+    line_part = (work.offsets_bytes >> 7 & 1).astype(int)
+    if part(work.helper_sm) == part(work.target_sm):
+        first = np.full(work.lines, 300)
+    else:
+        first = np.where(line_part == part(work.target_sm), 300, 520)
+    cycles = np.concatenate([first, np.full(work.lines, 300)]).astype(np.uint32)
+    return e.L2SliceResult(cycles, work.target_sm, work.helper_sm, 1000.0)
+
+
+def test_the_sweep_walks_the_helper_s_partition_again_with_a_helper_of_the_other():
+    data = e.run(_FakeBackend(), PARAMS, device=None)
+    again = data[data["phase"] == 1]
+    assert sorted(set(again["target_sm"])) == [0, 1, 2, 3]
+    assert set(again["helper_sm"]) == {4}  # the first SM whose first touch split
+    doc = analyse(data, provenance={"device": "fake"})
+    assert doc["elements"]["l2"]["partition_function"]["value"] == [7]
+    assert sorted(doc["near_groups"]) == [[0, 1, 2, 3], [4, 5, 6, 7]]
+
+
+def test_a_trace_without_structure_leaves_everything_undetermined():
+    rng = np.random.default_rng(8)
+    n, sms, reps = 256, 4, 2
+    offsets = rng.choice(16384, n, replace=False) * 128
+    rows = [
+        (0, 0, s, s, r, p, i, offsets[i], 300 + rng.normal(0, 2), 2 << 20, 1000.0)
+        for s in range(sms) for r in range(reps) for p in range(2) for i in range(n)
+    ]  # fmt: skip
+    data = pd.DataFrame(rows, columns=e.SCHEMA.names)
+    l2 = analyse(data, provenance={"device": "noise"})["elements"]["l2"]
+    assert l2["partition_function"]["value"] is None
+    assert l2["slices"]["value"] is None and "not separated" in l2["slices"]["undetermined"]
+
+
+@pytest.mark.gpu
+def test_gpu_every_walk_runs_on_the_sm_it_asked_for(tmp_path, nvcc):
+    from gpudissect.backends.cuda import CudaBackend
+    from gpudissect.devices import detect_arch
+    from gpudissect.kernels import compile_kernel
+
+    arch = detect_arch(0)
+    for kernel in e.KERNELS:
+        compile_kernel(
+            REPO / f"kernels/{kernel}.cu", arch=arch, output=tmp_path / f"{kernel}.cubin"
+        )
+    params = e.L2SliceParams(
+        enabled=True, lines=512, region_bytes=2 << 20, repetitions=2, sms=(0, 1, 2, 3, 64, 65),
+        flush_bytes=None, line_seed=0,
+    )  # fmt: skip
+    with CudaBackend(index=0, cubin_dir=tmp_path) as backend:
+        data = e.run(backend, params, device=None)
+    doc = analyse(data, provenance={"device": "gpu0"})
+    print({k: (q.get("value"), q.get("evidence") or q.get("undetermined"))
+           for k, q in doc["elements"]["l2"].items()})  # fmt: skip
+    print([(r["sm"], r.get("near_cycles"), r.get("far_cycles"), r.get("mask")) for r in doc["sms"]])
+    assert (data["sm"] == data["target_sm"]).all()
+    assert set(data["target_sm"]) == set(params.sms)
+    assert data["cycles"].between(100, 3000).mean() > 0.99

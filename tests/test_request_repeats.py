@@ -1,0 +1,143 @@
+"""Repeats of the requests sweep: only saturation readings that a majority of repeats read alike
+are classified; synthetic traces whose repeats agree or disagree, the stopping rule, and a
+simulated profile whose repeats differ by noise seed and agree."""
+
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+from test_requests import mshr_curve, synthetic_trace
+
+from gpudissect.analysis.request_repeats import majority, settled
+from gpudissect.analysis.requests import analyse
+from gpudissect.exceptions import ConfigError
+from gpudissect.experiments.requests import (
+    Repeats,
+    RequestsSweep,
+    ThreadRange,
+    parse_params,
+    run,
+)
+
+REPO = Path(__file__).resolve().parents[1]
+SWEEPS = [("unq", 1), ("unq", 2), ("merger2", 1), ("merger4", 2)]
+
+
+def repeated(curves, **kw):
+    """One synthetic trace of len(curves) repeats, repeat r drawn from curves[r]."""
+    frames = [
+        synthetic_trace(c, sweeps=SWEEPS, seed=r, **kw).assign(repeat=r)
+        for r, c in enumerate(curves)
+    ]
+    return pd.concat(frames, ignore_index=True)
+
+
+def by_sweep(doc):
+    return {(s["pattern"], s["loads_per_thread"]): s for s in doc["sweeps"]}
+
+
+def test_majority_needs_more_than_half():
+    assert majority(["a", "a", "b"]) == ("a", 2)
+    assert majority(["a", "b", "a", "b"]) is None  # 2 of 4 is no majority
+    assert majority(["a", "b", "c"]) is None
+    assert settled([{"x": 1, "y": 2}, {"x": 1, "y": 3}, {"x": 1, "y": 2}])
+    assert not settled([{"x": 1}, {"x": 2}])
+
+
+def test_repeats_that_agree_are_classified_and_the_document_says_how_many():
+    # three repeats of an MSHR of 128 entries: UNQ N=1 at 128, N=2 at 64, Merger2 N=1 and
+    # Merger4 N=2 at 256 (test_requests' hand-derived points), each read by all three
+    doc = analyse(repeated([mshr_curve()] * 3), provenance={"device": "m"})
+    el = doc["elements"]["requests"]
+    assert el["kind"]["value"] == "mshr" and el["entries"]["value"] == 128
+    assert "at least 3 of 3 repeats" in el["entries"]["evidence"]
+    sweeps = by_sweep(doc)
+    assert sweeps[("unq", 1)]["saturation_threads"] == 128
+    assert all(s["repeats"]["text"] == "3 of 3 repeats" for s in doc["sweeps"])
+    assert doc["repeats"]["repeats"] == 3 and doc["repeats"]["sweeps_not_repeating"] == 0
+
+
+def test_a_reading_of_two_repeats_in_three_counts_with_less_confidence():
+    one = analyse(repeated([mshr_curve()]), provenance={"device": "m"})
+    # repeat 2 reads a table of 64 entries: every UNQ and Merger sweep moves, 2 of 3 still agree
+    curves = [mshr_curve(), mshr_curve(), mshr_curve(64)]
+    doc = analyse(repeated(curves), provenance={"device": "m"})
+    el = doc["elements"]["requests"]
+    assert el["entries"]["value"] == 128
+    assert by_sweep(doc)[("unq", 1)]["repeats"]["text"] == "2 of 3 repeats"
+    assert by_sweep(doc)[("unq", 1)]["repeats"]["readings"][2] == "64->66 threads"
+    conf = one["elements"]["requests"]["kind"]["confidence"]
+    assert el["kind"]["confidence"] == pytest.approx(conf * 2 / 3, abs=1e-4)
+
+
+def test_repeats_that_disagree_leave_the_table_undetermined_with_the_readings():
+    # 128, 96 and 64 entries: UNQ N=1 saturates at 128, 96 and 64 threads - no majority for
+    # any sweep, so nothing is classified and every sweep lists its three readings
+    doc = analyse(
+        repeated([mshr_curve(128), mshr_curve(96), mshr_curve(64)]), provenance={"device": "x"}
+    )
+    el = doc["elements"]["requests"]
+    assert el["kind"]["value"] is None and el["entries"]["value"] is None
+    assert "do not repeat" in el["kind"]["undetermined"]
+    unq1 = by_sweep(doc)[("unq", 1)]
+    assert unq1["saturation_threads"] is None and "does not repeat" in unq1["undetermined"]
+    assert unq1["repeats"]["readings"] == ["128->130 threads", "96->98 threads", "64->66 threads"]
+    assert unq1["repeats"]["text"] == "no majority"
+    assert doc["repeats"]["sweeps_repeating"] == 0
+
+
+def test_repeats_config_is_checked():
+    section = {
+        "enabled": True, "path": "ca", "patterns": ["unq"], "loads_per_thread": [1],
+        "threads": {"start": 2, "stop": 64, "step": 2}, "runs": 1, "warmup_launches": 0,
+        "block_bytes": 128, "repeats": {"min": 5, "max": 3},
+    }  # fmt: skip
+    with pytest.raises(ConfigError, match=r"x\.repeats\.max: 3 is below min 5"):
+        parse_params(section, "x")
+
+
+def test_simulated_repeats_differ_by_seed_agree_and_stop_at_min():
+    from gpudissect.backends.sim import SimBackend
+
+    sweep = RequestsSweep(
+        True, "ca", ("unq", "merger2"), (1, 2), ThreadRange(2, 320, 2), 3, 1, 128, Repeats(3, 7)
+    )
+    backend = SimBackend(profile_path=REPO / "config/devices/tesla_m2070.yaml", seed=1)
+    data = run(backend, sweep, device=None)
+    assert sorted(data["repeat"].unique()) == [0, 1, 2]  # agreed at min: no fourth repeat
+    a, b = (np.concatenate(data[data["repeat"] == r]["elapsed_cycles"].tolist()) for r in (0, 1))
+    assert not np.array_equal(a, b)  # the noise differs between repeats
+    doc = analyse(data, provenance={"device": "tesla_m2070"})
+    sat = {(s["pattern"], s["loads_per_thread"]): s["saturation_threads"] for s in doc["sweeps"]}
+    # Lashgar Sec. 5.1: UNQ N=1 at 128, N=2 at 64, Merger2 N=1 at 256 (within 4 threads)
+    assert abs(sat[("unq", 1)] - 128) <= 4 and abs(sat[("merger2", 1)] - 256) <= 4
+    assert all(s["repeats"]["text"] == "3 of 3 repeats" for s in doc["sweeps"])
+    assert doc["repeats"]["weakest_agreement"] == "3 of 3 repeats"
+    again = run(SimBackend(profile_path=backend.profile_path, seed=1), sweep, device=None)
+    pairs = zip(data["elapsed_cycles"], again["elapsed_cycles"], strict=True)
+    assert all(np.array_equal(x, y) for x, y in pairs)
+
+
+def test_sweep_repeats_until_the_readings_agree():
+    # a backend whose step moves for the first two repeats and then settles at 40 threads:
+    # readings 20, 30, 40, 40, 40 -> after five repeats 40 holds 3 of 5
+    from gpudissect.experiments.requests import RequestsResult
+
+    class Drifting:
+        calls = 0
+
+        def run(self, work, *, seed):
+            repeat = seed // 32  # 32 points per pass (threads 2..64 step 2)
+            step = {0: 20, 1: 30}.get(repeat, 40)
+            t = 400 + (400 if work.threads > step else 0)
+            return RequestsResult(np.full((1, work.threads), t, np.uint32), 1000.0)
+
+    sweep = RequestsSweep(
+        True, "ca", ("unq",), (1,), ThreadRange(2, 64, 2), 1, 0, 128, Repeats(3, 7)
+    )
+    data = run(Drifting(), sweep, device=None)
+    assert data["repeat"].max() == 4
+    doc = analyse(data, provenance={"device": "d"})
+    assert doc["sweeps"][0]["saturation_threads"] == 40
+    assert doc["sweeps"][0]["repeats"]["text"] == "3 of 5 repeats"

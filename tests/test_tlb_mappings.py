@@ -1,0 +1,271 @@
+"""The `tlb_mappings` family on simulated profiles whose TLBs it must recover from the traces
+alone: one with coalescing L1 and L2 TLBs and a third level, one whose entries cover large
+virtual units whatever lies behind them (not coalesced); the layouts' physical orders; the page
+map and coalescing of the simulator (reference model against the engine); bad input. The GPU
+check is tests/test_tlb_mappings_gpu.py."""
+
+import dataclasses
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from gpudissect.analysis.tlb_mappings import analyse
+from gpudissect.backends.sim import SimBackend
+from gpudissect.exceptions import ConfigError
+from gpudissect.experiments import tlb_mappings as e
+from gpudissect.experiments.mapped_chase import MappedChaseWork, PhysicalLayout
+from gpudissect.experiments.sparse_chase import sequence_work
+from gpudissect.families import FAMILIES
+from gpudissect.sim import SimGPU, load_profile
+from gpudissect.sim.hierarchy import MemoryHierarchy
+from gpudissect.sim.tlb import PageMap
+
+DATA = Path(__file__).resolve().parent / "data"
+MIB = 2**20
+CHUNK = 2 * MIB
+
+
+def _section(contiguous_pages, scattered_pages, **over):
+    section = {
+        "enabled": True,
+        "path": "cg",
+        "chunk_bytes": CHUNK,
+        "seed": 1,
+        "series": [
+            {
+                "layout": "contiguous",
+                "stride_bytes": CHUNK,
+                "max_array_bytes": contiguous_pages * CHUNK,
+            },
+            {
+                "layout": "scattered",
+                "stride_bytes": CHUNK,
+                "max_array_bytes": scattered_pages * CHUNK,
+            },
+        ],
+        "traversals": 3,
+        "grid_steps_per_octave": 2,
+        "max_record_steps": 4096,
+        "max_refine_walks": 48,
+    }
+    return {**section, **over}
+
+
+def _run(profile, section):
+    sweep = e.parse_params(section, "experiments.tlb_mappings")
+    with SimBackend(profile_path=DATA / profile, seed=0) as backend:
+        data = e.run(backend, sweep, device=None)
+    return data, analyse(data, provenance={"device": "sim"})
+
+
+def _value(doc, element, quantity):
+    return doc["elements"][element][quantity]["value"]
+
+
+@pytest.fixture(scope="module")
+def coalescing():
+    # unseen_tlb_coalescing.yaml: L1 8 entries x 4 pages, L2 32 entries (8 sets of 4) x 16
+    # pages, L3 128 single pages. Contiguous reaches: L1 8 x 4 = 32 pages, L2 32 x 16 = 512
+    # (set k holds blocks k, k + 8, ...: block 32 is the 5th in set 0, so page 512 overflows
+    # it); scattered: 8, 32 and 128 pages. Contiguous walks to 640 pages, scattered to 192.
+    return _run("unseen_tlb_coalescing.yaml", _section(640, 192))
+
+
+def test_coalescing_factors_reaches_and_levels_are_recovered(coalescing):
+    data, doc = coalescing
+    assert _value(doc, "l1_tlb", "coalesced_pages") == 4
+    assert _value(doc, "l2_tlb", "coalesced_pages") == 16
+    assert _value(doc, "l1_tlb", "reach_contiguous_bytes") == 32 * CHUNK
+    assert _value(doc, "l1_tlb", "reach_scattered_bytes") == 8 * CHUNK
+    assert _value(doc, "l2_tlb", "reach_contiguous_bytes") == 512 * CHUNK
+    assert _value(doc, "l2_tlb", "reach_scattered_bytes") == 32 * CHUNK
+    assert _value(doc, "l3_tlb", "reach_scattered_bytes") == 128 * CHUNK
+    # the L3 TLB sees only the L2's misses under the contiguous mapping: no reading there
+    assert _value(doc, "l3_tlb", "reach_contiguous_bytes") is None
+    assert _value(doc, "l3_tlb", "coalesced_pages") is None
+    assert "no bound" in doc["elements"]["l3_tlb"]["coalesced_pages"]["undetermined"]
+    assert doc["page_table"]["tlb_levels"]["value"] == 3
+    # penalties: 220 - 200, 270 - 220, 390 - 270
+    pens = [_value(doc, f"l{k}_tlb", "miss_penalty_cycles") for k in (1, 2, 3)]
+    assert pens == [20, 50, 120]
+    assert set(data["layout"]) == {"contiguous", "scattered"}
+
+
+def test_large_units_are_not_coalesced():
+    # unseen_tlb_large_units.yaml: L1 8 x 2 MiB, L2 32 x 16 MiB whatever the mapping: reaches
+    # 8 and 256 pages under both layouts
+    _, doc = _run("unseen_tlb_large_units.yaml", _section(320, 320))
+    for element, pages in (("l1_tlb", 8), ("l2_tlb", 256)):
+        assert _value(doc, element, "coalesced_pages") == 1
+        assert _value(doc, element, "reach_contiguous_bytes") == pages * CHUNK
+        assert _value(doc, element, "reach_scattered_bytes") == pages * CHUNK
+    assert doc["page_table"]["tlb_levels"]["value"] == 2
+    assert "l3_tlb" not in doc["elements"]
+
+
+def test_family_is_registered_and_plots(coalescing):
+    data, doc = coalescing
+    fam = FAMILIES["tlb_mappings"]
+    figures = fam.plot(data, doc)
+    assert set(figures) == set(fam.figures)
+    lines = fam.report_section(doc, [])
+    assert any("coalesced pages per entry | 16 pages" in line for line in lines)
+
+
+def test_scattered_order_has_no_neighbours_in_order():
+    layout = PhysicalLayout("scattered", chunks=4096, chunk_bytes=CHUNK, seed=5)
+    order = layout.chunk_order()
+    assert sorted(order.tolist()) == list(range(4096))
+    assert np.abs(np.diff(order)).min() >= 2
+    assert (layout.chunk_order() == order).all()  # seeded
+    assert (
+        PhysicalLayout("contiguous", chunks=8, chunk_bytes=CHUNK).chunk_order() == np.arange(8)
+    ).all()
+
+
+def test_sparse_scattered_layout_maps_the_touched_chunks():
+    # a scattered series at stride 16 MiB touches every 8th chunk; one at 2 MiB its first 16
+    sweep = e.parse_params(
+        _section(
+            16,
+            16,
+            series=[
+                {"layout": "scattered", "stride_bytes": CHUNK, "max_array_bytes": 16 * CHUNK},
+                {"layout": "scattered", "stride_bytes": 8 * CHUNK, "max_array_bytes": 64 * CHUNK},
+            ],
+        ),
+        "k",
+    )
+    layout = e.layout_of(sweep, "scattered")
+    assert layout.chunks == 64
+    assert layout.mapped == tuple(range(16)) + tuple(range(16, 64, 8))
+    frames = layout.chunk_order()
+    mapped = list(layout.mapped)
+    assert sorted(frames[mapped].tolist()) == list(range(len(mapped)))
+    with pytest.raises(ValueError, match="unmapped"):
+        seq = np.array([0, 17 * CHUNK // 8])
+        MappedChaseWork(
+            sequence_work("cg", seq, warmup_steps=2, record_steps=4, element_bytes=8), layout
+        )
+
+
+def test_page_map_coalescing_engine_matches_reference():
+    # the engine and the Python reference model give the same latencies, load for load, with
+    # a scattered and a contiguous page map (coalescing keys, physical addresses for the L2)
+    profile = load_profile(DATA / "unseen_tlb_coalescing.yaml")
+    rng = np.random.default_rng(0)
+    addrs = rng.integers(0, 96, 1500) * CHUNK + rng.integers(0, 64, 1500) * 32
+    for kind in ("scattered", "contiguous"):
+        layout = PhysicalLayout(kind, chunks=96, chunk_bytes=CHUNK, seed=2)
+        pmap = PageMap(chunk_bytes=CHUNK, frames=layout.chunk_order())
+        gpu = SimGPU(profile, seed=4)
+        gpu.set_page_map(pmap)
+        reference = MemoryHierarchy(profile, seed=4, page_map=pmap)
+        expected = [reference.load("cg", int(a)) for a in addrs]
+        assert gpu.load_sequence("cg", addrs).tolist() == expected
+
+
+def test_page_map_aligned_runs():
+    # frames 2 3 0 1 | 4 5 6 7: pairs in order and aligned everywhere, the second half a block of
+    # four; the first half is not (2 3 0 1)
+    pmap = PageMap(chunk_bytes=CHUNK, frames=np.array([2, 3, 0, 1, 4, 5, 6, 7]))
+    assert pmap.aligned_runs.tolist() == [1, 1, 1, 1, 2, 2, 2, 2]
+    assert pmap.physical(CHUNK + 5) == 3 * CHUNK + 5
+    assert pmap.physical(100 * CHUNK) == 100 * CHUNK  # past the map: itself
+
+
+@pytest.mark.parametrize(
+    "over, match",
+    [
+        ({"chunk_bytes": 3 * MIB}, "chunk_bytes: 3145728 is not a power of two"),
+        (
+            {
+                "series": [
+                    {"layout": "scattered", "stride_bytes": 3 * MIB, "max_array_bytes": 64 * MIB}
+                ]
+            },
+            "neither a multiple nor a divisor",
+        ),
+        (
+            {
+                "series": [
+                    {
+                        "layout": "contiguous",
+                        "stride_bytes": CHUNK,
+                        "max_array_bytes": 4 * CHUNK * 2000,
+                    }
+                ]
+            },
+            "max_record_steps",
+        ),
+        (
+            {
+                "series": [
+                    {"layout": "contiguous", "stride_bytes": CHUNK, "max_array_bytes": 2 * CHUNK}
+                ]
+            },
+            "fewer than 4 strides",
+        ),
+    ],
+)
+def test_bad_parameters_are_refused(over, match):
+    with pytest.raises(ConfigError, match=match):
+        e.parse_params(_section(8, 8, **over), "experiments.tlb_mappings")
+
+
+def test_profile_refuses_a_coalescing_factor_not_a_power_of_two(tmp_path):
+    import yaml
+
+    from gpudissect.exceptions import ProfileError
+
+    doc = yaml.safe_load((DATA / "unseen_tlb_coalescing.yaml").read_text())
+    doc["tlbs"]["levels"][0]["coalesce_pages"] = 3
+    path = tmp_path / "p.yaml"
+    path.write_text(yaml.safe_dump(doc))
+    with pytest.raises(ProfileError, match="coalesce_pages"):
+        load_profile(path)
+
+
+def test_a_stride_at_the_unit_cannot_show_coalescing():
+    # unseen_tlb_large_units.yaml at a stride of 16 MiB, the L2 TLB's unit: every element takes
+    # an entry of its own under either mapping (reach 32 x 16 MiB both), so equal reaches say
+    # nothing about coalescing there
+    section = _section(
+        8,
+        8,
+        series=[
+            {"layout": kind, "stride_bytes": 8 * CHUNK, "max_array_bytes": 40 * 8 * CHUNK}
+            for kind in ("contiguous", "scattered")
+        ],
+    )
+    _, doc = _run("unseen_tlb_large_units.yaml", section)
+    l2 = doc["elements"]["l2_tlb"]
+    assert (
+        l2["reach_contiguous_bytes"]["value"] == l2["reach_scattered_bytes"]["value"] == 512 * MIB
+    )
+    assert l2["coalesced_pages"]["value"] is None
+    assert "cannot show" in l2["coalesced_pages"]["undetermined"]
+
+
+def test_memory_share_spans_come_from_the_device_memory():
+    from gpudissect.backends.facts import DeviceFacts
+
+    series = [
+        {"layout": "contiguous", "stride_bytes": CHUNK, "max_array_bytes": {"memory_share": 0.5}},
+        {"layout": "scattered", "stride_bytes": CHUNK, "max_array_bytes": {"memory_share": 40}},
+    ]
+    sweep = e.parse_params(_section(8, 8, series=series), "experiments.tlb_mappings")
+    assert [s.max_array_bytes for s in sweep.series] == [0, 0]
+    memory = 1000 * CHUNK + 12345
+    facts = DeviceFacts(
+        source="profile", name="x", compute_capability=None, sm_count=1, max_threads_per_sm=32,
+        total_memory_bytes=memory,
+    )  # fmt: skip
+    got = e.resolve(sweep, facts)
+    cap = sweep.max_record_steps // sweep.traversals
+    # half the memory in whole strides; forty times it cut to what the records hold
+    assert got.series[0].max_array_bytes == 500 * CHUNK
+    assert got.series[1].max_array_bytes == min(40 * memory // CHUNK, cap) * CHUNK < 40 * memory
+    with pytest.raises(ConfigError, match="memory size"):
+        e.resolve(sweep, dataclasses.replace(facts, total_memory_bytes=None))

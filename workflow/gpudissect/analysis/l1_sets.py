@@ -1,0 +1,419 @@
+"""Ways, sets, index function and replacement policy of the L1 from eviction-set tests
+(`experiments.l1_sets`), and the capacity of a cyclic walk at every stride predicted from them
+beside the one measured.
+
+Every decision is taken again from the trace: the hit/miss threshold from the calibration walk;
+a test's target was evicted when its timed access is above it. The index function is solved as
+a linear map over GF(2) (Maurice et al., RAID 2015): each probe vector v says "x0 ^ v is in x0's
+set" (M v = 0) or not (M v != 0). The members span a kernel K; the map is linear when no
+non-member lies in K (each one that does is an inconsistent equation); then the index matrix is
+a basis of K's annihilator over the window's address bits above the line (unique up to an
+invertible relabelling of the set bits), and the sets are 2^rank.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from . import gf2
+from .l1_decisions import evicted, hit_threshold, walk_hits
+from .result import header, quantity, undetermined
+
+REDUCTION = ("pool", "reduce", "confirm")
+VERIFY = "the whole set evicts its target in every test; the set minus any one line never does"
+
+
+def _threshold(data: pd.DataFrame) -> float | None:
+    cal = data[data["kind"] == "calibrate"]
+    if cal.empty:
+        return None
+    n = int(cal["set_lines"].iloc[0])
+    lat = cal.sort_values("access")["latency_cycles"].to_numpy()
+    return hit_threshold(lat[n:], lat[:n])
+
+
+def eviction_sets(data: pd.DataFrame) -> list[dict[str, Any]]:
+    """Per target: the size of its reduced eviction set and whether the verification held."""
+    out = []
+    for j, rows in data[data["kind"].isin(["verify_full", "verify_drop"])].groupby("subject"):
+        full = rows[rows["kind"] == "verify_full"]
+        drop = rows[rows["kind"] == "verify_drop"]
+        out.append(
+            {
+                "target": int(j),
+                "address_bytes": int(full["address_bytes"].iloc[0]) if len(full) else None,
+                "lines": int(full["set_lines"].iloc[0]) if len(full) else None,
+                "verified": bool(len(full) and full["evicted"].all() and not drop["evicted"].any()),
+                "reduction_tests": int(
+                    data.loc[
+                        (data["subject"] == j) & data["kind"].isin(REDUCTION), "test"
+                    ].nunique()
+                ),
+            }
+        )
+    return out
+
+
+def _ways(sets: list[dict[str, Any]]) -> dict[str, Any]:
+    sizes = [s["lines"] for s in sets if s["verified"]]
+    if not sizes:
+        return undetermined("no eviction set passed its verification (" + VERIFY + ")")
+    values, counts = np.unique(sizes, return_counts=True)
+    w = int(values[np.argmax(counts)])
+    return quantity(
+        [w],
+        unit="lines",
+        confidence=float(counts.max()) / len(sets),
+        method="size of minimal eviction sets found by group testing (Vila et al., S&P 2019); "
+        + VERIFY,
+        evidence=f"verified sets of {sizes} lines at {len(sizes)} of {len(sets)} targets",
+    )
+
+
+def equations(data: pd.DataFrame) -> pd.DataFrame:
+    """One row per probe vector and target: member when every test of it evicted."""
+    rows = data[data["kind"].isin(["member", "member_check"])]
+    if rows.empty:
+        return pd.DataFrame(columns=["subject", "vector", "member", "tests"])
+    g = rows.groupby(["subject", "detail"])["evicted"]
+    out = pd.DataFrame({"member": g.all(), "tests": g.size()}).reset_index()
+    return out.rename(columns={"detail": "vector"})
+
+
+def solve(eq: pd.DataFrame, bits: list[int]) -> dict[str, Any]:
+    """The linear map over `bits` that the equations allow, and how many contradict it."""
+    kernel = gf2.Basis(int(v) for v in eq.loc[eq["member"], "vector"])
+    outside = eq[~eq["member"]]
+    inconsistent = int(sum(kernel.contains(int(v)) for v in outside["vector"]))
+    rank = len(bits) - kernel.dim
+    return {
+        "kernel": kernel,
+        "rank": rank,
+        "masks": gf2.annihilator(kernel.vectors, bits),
+        "inconsistent": inconsistent,
+        "equations": len(eq),
+        "non_members": len(outside),
+    }
+
+
+def _bit_list(masks: list[int]) -> list[int] | None:
+    """The address bits of the index when each row (reduced) is a single bit; else None."""
+    if all(m & (m - 1) == 0 for m in masks):
+        return sorted(m.bit_length() - 1 for m in masks)
+    return None
+
+
+def linear_labels(masks: list[int]):
+    return lambda addresses: gf2.labels(masks, addresses)
+
+
+def modulo_labels(sets: int, line_bytes: int):
+    return lambda addresses: (np.asarray(addresses) // line_bytes) % sets
+
+
+def predict_capacity(labels, ways: int, stride_lines: int, line_bytes: int, top: int) -> int:
+    """Largest N <= top such that a cyclic walk of N lines at `stride_lines` from the window's
+    first line puts at most `ways` lines in every set (`labels`: addresses -> set labels)."""
+    addresses = np.arange(top + 1, dtype=np.int64) * stride_lines * line_bytes
+    lab = labels(addresses)
+    seen: dict[int, int] = {}
+    for i, s in enumerate(lab.tolist()):
+        seen[s] = seen.get(s, 0) + 1
+        if seen[s] > ways:
+            return i
+    return top
+
+
+def stride_table(data: pd.DataFrame, threshold: float, tolerance: int) -> pd.DataFrame:
+    """Per stride: the largest footprint measured to hit (every larger one tested missed)."""
+    rows = []
+    walks = data[data["kind"] == "stride"]
+    for k, g in walks.groupby("subject"):
+        hits = {
+            int(n): walk_hits(t["latency_cycles"], threshold, tolerance)
+            for n, t in g.groupby("detail")
+        }
+        top = max(hits)
+        missing = [n for n, h in hits.items() if not h]
+        below = [n for n, h in hits.items() if h and (not missing or n < min(missing))]
+        monotone = all(not h for n, h in hits.items() if missing and n >= min(missing))
+        rows.append(
+            {
+                "stride_lines": int(k),
+                "measured_lines": max(below) if below else 0,
+                "top_lines": top,
+                "walks": len(hits),
+                "monotone": monotone,
+            }
+        )
+    return pd.DataFrame(rows)
+
+
+def _policy(data: pd.DataFrame) -> dict[str, Any]:
+    rows = data[data["kind"] == "policy"]
+    if rows.empty:
+        return undetermined("no policy test ran (too few lines of one set known)")
+    ways = int(rows["set_lines"].iloc[0])
+    frac = rows.groupby(["subject", "detail"])["evicted"].mean()
+    victims = {}
+    for seq in (0, 1):
+        f = frac.loc[seq] if seq in frac.index.get_level_values(0) else pd.Series(dtype=float)
+        strong = f[f >= 0.75]
+        victims[seq] = (
+            int(strong.index[0]) if len(strong) == 1 and (f < 0.25).sum() == len(f) - 1 else None
+        )
+    per_test = rows.groupby("test")["evicted"].first()
+    evidence = (
+        "fraction of tests in which a_i was gone, by position: fill "
+        f"{frac.loc[0].round(2).tolist()}"
+        f"; fill with a_0 hit again {frac.loc[1].round(2).tolist()} ({len(per_test)} tests)"
+    )
+    method = (
+        "flush the set with W lines (twice), fill a_0..a_{W-1} (again a_0 in the second "
+        "sequence), bring a_W, time one a_i: LRU loses a_0 then a_1; FIFO a_0 both times; "
+        "tree-PLRU a_0 then the line its tree points to; random: no fixed victim"
+    )
+    if victims[0] is None or victims[1] is None:
+        spread = frac.loc[0]
+        # share of the fill tests that lost some line, spread over the positions
+        conf = float(min(spread.sum(), 1.0))
+        if spread.sum() >= 0.5 and spread.max() < 0.75:
+            return quantity("random", unit=None, confidence=conf, method=method, evidence=evidence)
+        return quantity("non-lru", unit=None, confidence=conf, method=method, evidence=evidence)
+    if victims[0] == 0 and victims[1] == 1:
+        name = "lru"
+    elif victims[0] == 0 and victims[1] == 0:
+        name = "fifo"
+    elif victims == {0: 0, 1: _plru_victim(ways)}:
+        name = "plru"
+    else:
+        name = "non-lru"
+    # how sharply the tests single out the victims: 1 - mean distance from the 0/1 pattern
+    expect = pd.Series(
+        [float(i == victims[seq]) for seq, i in frac.index], index=frac.index, dtype=float
+    )
+    conf = 1 - float((frac - expect).abs().mean())
+    return quantity(name, unit=None, confidence=conf, method=method, evidence=evidence)
+
+
+def _plru_victim(ways: int) -> int | None:
+    """The line tree-PLRU replaces in the second sequence (a_0..a_{W-1} filled in ways 0..W-1,
+    a_0 hit again), or None for a way count that is not a power of two."""
+    if ways < 2 or ways & (ways - 1):
+        return None
+    bits = [0] * ways  # node i's bit: 0 = the victim is on the left
+
+    def touch(way: int) -> None:
+        node, lo, hi = 1, 0, ways
+        while hi - lo > 1:
+            mid = (lo + hi) // 2
+            left = way < mid
+            bits[node] = 1 if left else 0  # point away from the way used
+            node, lo, hi = (2 * node, lo, mid) if left else (2 * node + 1, mid, hi)
+
+    for w in range(ways):
+        touch(w)
+    touch(0)
+    node, lo, hi = 1, 0, ways
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        node, lo, hi = (2 * node, lo, mid) if bits[node] == 0 else (2 * node + 1, mid, hi)
+    return lo
+
+
+def analyse(
+    data: pd.DataFrame, *, provenance: dict[str, Any], inputs: dict | None = None
+) -> dict[str, Any]:
+    """The `l1_sets` result document for one device."""
+    doc = header("l1_sets", provenance)
+    doc["path"] = "ca"
+    carve = sorted(set(data["carveout_pct"].astype(int))) if "carveout_pct" in data else []
+    doc["carveout_pct"] = None if not carve or carve == [-1] else carve
+    threshold = _threshold(data)
+    l1: dict[str, Any] = {}
+    doc["elements"] = {"l1d": l1}
+    if threshold is None:
+        reason = "no calibration walk separates L1 hits from misses" if len(data) else "empty trace"
+        for q in ("ways_per_set", "sets", "set_index_bits", "policy"):
+            l1[q] = undetermined(reason)
+        doc["stride_validation"] = undetermined(reason)
+        return doc
+    data = data.assign(evicted=evicted(data["latency_cycles"], threshold))
+    line_bytes = int(data["line_bytes"].iloc[0])
+    window = int(data["window_bytes"].iloc[0])
+    bits = list(range(line_bytes.bit_length() - 1, window.bit_length() - 1))
+    doc["threshold_cycles"] = quantity(
+        threshold,
+        unit="cycles",
+        confidence=1.0,
+        method="midpoint of the median first and second touch of the calibration lines",
+        evidence=f"{int((data['kind'] == 'calibrate').sum())} timed loads",
+    )
+    sets = eviction_sets(data)
+    doc["eviction_sets"] = sets
+    l1["ways_per_set"] = ways_q = _ways(sets)
+    eq = equations(data)
+    model = None
+    if ways_q["value"] is None or eq.empty:
+        why = ways_q.get("undetermined") or "no membership probes in the trace"
+        l1["sets"] = l1["set_index_bits"] = undetermined(why)
+        doc["index_function"] = undetermined(why)
+    else:
+        model = _index(doc, l1, solve(eq, bits), bits, ways_q["value"][0], data, eq)
+    l1["policy"] = _policy(data) if ways_q["value"] is not None else undetermined("no ways")
+    tolerance = int(provenance.get("config", {}).get("parameters", {}).get("miss_tolerance", 2))
+    doc["stride_validation"] = _validation(data, threshold, tolerance, model, line_bytes)
+    doc["tests"] = {k: int(v) for k, v in data.groupby("kind")["test"].nunique().items()}
+    doc["launches"] = int(data["point"].nunique())
+    return doc
+
+
+def modulo_fit(data: pd.DataFrame, eq: pd.DataFrame) -> dict[str, Any] | None:
+    """The set as the line number modulo S: S is the gcd of the distances (in lines) from each
+    probed member to its target; None when the members give no S > 1."""
+    line_bytes = int(data["line_bytes"].iloc[0])
+    full = data[data["kind"] == "verify_full"].groupby("subject")["address_bytes"].first()
+    probes = data[data["kind"].isin(["member", "member_check"])]
+    probes = probes.groupby(["subject", "detail"])["address_bytes"].first().reset_index()
+    probes = probes.merge(eq, left_on=["subject", "detail"], right_on=["subject", "vector"])
+    probes = probes[probes["subject"].isin(full.index)]
+    if probes.empty:
+        return None
+    dist = (probes["address_bytes"] - probes["subject"].map(full)) // line_bytes
+    s = (
+        int(np.gcd.reduce(np.abs(dist[probes["member"]].to_numpy())))
+        if probes["member"].any()
+        else 0
+    )
+    if s <= 1:
+        return None
+    bad = int(((dist % s == 0) & ~probes["member"]).sum())
+    return {
+        "sets": s,
+        "inconsistent": bad,
+        "members": int(probes["member"].sum()),
+        "non_members": int((~probes["member"]).sum()),
+    }
+
+
+def _modulo(doc, l1, data, eq, ways, reason):
+    fit = modulo_fit(data, eq)
+    if fit is None or fit["inconsistent"]:
+        why = (
+            "no modulus fits either"
+            if fit is None
+            else (
+                f"nor does line mod {fit['sets']} ({fit['inconsistent']} non-members at a multiple)"
+            )
+        )
+        l1["sets"] = l1["set_index_bits"] = undetermined(f"{reason}; {why}")
+        return None
+    s = fit["sets"]
+    evidence = (
+        f"gcd of the distances (lines) of {fit['members']} probed members from their "
+        f"targets is {s}; none of {fit['non_members']} non-members lies at a multiple"
+    )
+    method = "set = line number mod S, S the gcd of member distances"
+    # the gcd of m random multiples of S is a multiple p S with probability about p^-m
+    conf = 1 - sum(p ** -float(fit["members"]) for p in (2, 3, 5, 7, 11, 13, 17, 19, 23, 29))
+    doc["index_function"]["modulo"] = quantity(
+        s, unit="sets", confidence=conf, method=method, evidence=evidence
+    )
+    l1["sets"] = quantity(s, unit="sets", confidence=conf, method=method, evidence=evidence)
+    l1["set_index_bits"] = undetermined(f"not bit-defined: the set is the line number mod {s}")
+    return modulo_labels(s, int(data["line_bytes"].iloc[0])), ways
+
+
+def _index(doc, l1, sol, bits, ways, data, eq):
+    n_eq, bad = sol["equations"], sol["inconsistent"]
+    masks = [f"{m:#x}" for m in sol["masks"]]
+    evidence = (
+        f"{n_eq} probe equations over address bits {bits[0]}-{bits[-1]}: "
+        f"{n_eq - sol['non_members']} members spanning a kernel of dimension "
+        f"{sol['kernel'].dim}; {sol['non_members']} non-members, {bad} of them in that span"
+    )
+    method = "x0 ^ v in x0's set iff M v = 0 (Maurice et al., RAID 2015), solved over GF(2)"
+    if bad:
+        reason = f"not linear: {bad} of {sol['non_members']} non-member equations lie in the "
+        reason += "span of the members (a linear map would put them in the set)"
+        doc["index_function"] = {"linear": False, **undetermined(reason), "evidence": evidence}
+        return _modulo(doc, l1, data, eq, ways, reason)
+    rank = sol["rank"]
+    # a missed kernel dimension would have made each random non-member a member with
+    # probability 2^-rank; the chance that all of them missed it
+    conf = 1 - (1 - 2.0**-rank) ** max(sol["non_members"], 0) if rank < 60 else 0.0
+    doc["index_function"] = {
+        "linear": True,
+        "masks": quantity(
+            masks,
+            unit="address masks",
+            confidence=conf,
+            method=method + ": a basis of the kernel's annihilator, unique up to relabelling",
+            evidence=evidence,
+        ),
+        "rank": rank,
+        "kernel": [f"{v:#x}" for v in sol["kernel"].vectors],
+    }
+    l1["sets"] = quantity(
+        2**rank, unit="sets", confidence=conf, method=method + ": 2^rank", evidence=evidence
+    )
+    listed = _bit_list(sol["masks"])
+    if listed is None:
+        l1["set_index_bits"] = undetermined(
+            f"not bit-defined: the index is hashed (XOR of several bits), masks {masks} "
+            "(index_function)"
+        )
+    else:
+        l1["set_index_bits"] = quantity(
+            listed, unit="address bits", confidence=conf, method=method, evidence=evidence
+        )
+    return linear_labels(sol["masks"]), ways
+
+
+def _validation(data, threshold, tolerance, model, line_bytes) -> dict[str, Any]:
+    table = stride_table(data, threshold, tolerance)
+    if table.empty:
+        return undetermined("no stride walks in the trace")
+    rows = []
+    for r in table.itertuples():
+        pred = None
+        if model is not None:
+            pred = predict_capacity(model[0], model[1], r.stride_lines, line_bytes, r.top_lines)
+        rows.append(
+            {
+                "stride_lines": r.stride_lines,
+                "measured_lines": r.measured_lines,
+                "predicted_lines": pred,
+                "top_lines": r.top_lines,
+                "monotone": bool(r.monotone),
+                "agree": None if pred is None else pred == r.measured_lines,
+            }
+        )
+    out: dict[str, Any] = {"strides": rows, "miss_tolerance": tolerance}
+    if model is None:
+        out["agree"] = undetermined("no index model (linear or modulo) to predict from")
+    else:
+        good = sum(r["agree"] for r in rows)
+        out["agree"] = quantity(
+            good == len(rows),
+            unit=None,
+            confidence=good / len(rows),
+            method="largest cyclic walk that hits at each stride (bisection, at most "
+            f"{tolerance} misses in the timed pass) against sets x ways under the index map",
+            evidence=f"{good} of {len(rows)} strides agree",
+        )
+    return out
+
+
+def figure_table(data: pd.DataFrame, doc: dict[str, Any]) -> pd.DataFrame:
+    """Predicted beside measured capacity per stride (the figure draws it)."""
+    v = doc.get("stride_validation") or {}
+    rows = v.get("strides") or []
+    cols = ["stride_lines", "measured_lines", "predicted_lines", "top_lines"]
+    if not rows:
+        return pd.DataFrame({c: pd.Series(dtype="float64") for c in cols})
+    t = pd.DataFrame(rows)[cols]
+    return t.astype({"predicted_lines": "float64"})

@@ -1,0 +1,150 @@
+"""Agreement of repeated Thread-Latency sweeps (the `requests` family's `repeat` column).
+
+One sweep of Listing 1 reads one saturation point (or none) per pattern and N; on a real GPU a
+single pass may read a spike that the next pass does not see. Every repeat is fitted on its own;
+a sweep's **reading** is what the classifier uses of it: the saturation point (last thread count
+before the rise, and the next one) and the merge-overflow points. A reading **repeats** when more
+than half of the repeats read it exactly; only repeating readings go on to the MSHR/PRT
+classifier, and a sweep whose readings have no majority is undetermined, with the readings.
+The scoreboard limit is read the same way. Sees only fitted sweeps.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Hashable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from .request_table import SweepResult
+from .result import undetermined
+
+SweepKey = tuple[str, int, int]  # (pattern, merge threads K, loads per thread N)
+LIMIT = "per_warp_limit"  # the key of the scoreboard reading among a repeat's readings
+
+
+def sweep_reading(s: SweepResult) -> tuple:
+    """What the classifier uses of one fitted sweep: (saturation threads, next threads) or None,
+    and the merge-overflow thread counts."""
+    sat = None if s.saturation is None else (s.saturation.threads, s.saturation.next_threads)
+    overflow = tuple(p.threads for p in s.spikes if p.kind == "merge_overflow")
+    return (sat, overflow)
+
+
+def limit_reading(q: dict[str, Any]) -> tuple:
+    """The scoreboard quantity as a reading: (value, at least)."""
+    return (q.get("value"), q.get("at_least"))
+
+
+def describe(reading: Hashable, *, max_threads: int | None = None) -> str:
+    """A reading in words, as the report and the evidence name it."""
+    if isinstance(reading, tuple) and len(reading) == 2 and isinstance(reading[1], tuple):
+        sat, overflow = reading
+        text = (
+            f"{sat[0]}->{sat[1]} threads"
+            if sat is not None
+            else f"none up to {max_threads}"
+            if max_threads
+            else "none"
+        )
+        if overflow:
+            text += f", merge overflow after {list(overflow)}"
+        return text
+    value, at_least = reading  # type: ignore[misc]
+    return str(value) if value is not None else f"at least {at_least}"
+
+
+def majority(readings: Sequence[Hashable]) -> tuple[Hashable, int] | None:
+    """The reading more than half of `readings` hold, with how many hold it; None if none
+    does."""
+    if not readings:
+        return None
+    value, count = Counter(readings).most_common(1)[0]
+    return (value, count) if 2 * count > len(readings) else None
+
+
+def settled(readings: Sequence[dict[Hashable, Hashable]]) -> bool:
+    """Whether every sweep (and the scoreboard) has a majority reading over the repeats so far
+    (the decision to stop repeating; `readings`: one dict per repeat, as `requests` fits it)."""
+    keys = {k for r in readings for k in r}
+    return all(majority([r.get(k) for r in readings]) is not None for k in keys)
+
+
+@dataclass
+class SweepAgreement:
+    key: SweepKey
+    readings: list[tuple]  # one per repeat, in repeat order
+    fit: SweepResult | None  # the first repeat's fit that reads the majority (None: no majority)
+    agreed: int  # repeats holding the majority reading (0: no majority)
+
+    def as_dict(self, repeats: int) -> dict[str, Any]:
+        pattern, k, n = self.key
+        top = None if self.fit is None else self.fit.max_threads
+        out = {
+            "agreed": self.agreed,
+            "of": repeats,
+            "text": f"{self.agreed} of {repeats} repeats" if self.fit else "no majority",
+            "readings": [describe(r, max_threads=top) for r in self.readings],
+        }
+        return {"pattern": pattern, "merge_threads": k, "loads_per_thread": n, **out}
+
+
+@dataclass
+class Agreement:
+    repeats: int
+    sweeps: list[SweepAgreement] = field(default_factory=list)
+    limit: dict[str, Any] = field(default_factory=dict)  # the scoreboard quantity
+    limit_value: int | None = None  # the limit the classifier works with
+
+    @property
+    def repeating(self) -> list[SweepResult]:
+        return [s.fit for s in self.sweeps if s.fit is not None]
+
+    @property
+    def not_repeating(self) -> list[SweepAgreement]:
+        return [s for s in self.sweeps if s.fit is None]
+
+    def weakest(self, fits: Sequence[SweepResult]) -> int:
+        """The fewest repeats that agree among the sweeps behind `fits`."""
+        counts = [s.agreed for s in self.sweeps if s.fit is not None and s.fit in fits]
+        return min(counts, default=self.repeats)
+
+
+def agree(fits: Sequence[dict[SweepKey, SweepResult]], limits: Sequence[dict]) -> Agreement:
+    """The agreement of per-repeat fits (`fits[r]`: sweep -> fit of repeat r) and scoreboard
+    quantities (`limits[r]`)."""
+    n = len(fits)
+    out = Agreement(repeats=n)
+    keys = list(dict.fromkeys(k for f in fits for k in f))
+    for key in keys:
+        readings = [sweep_reading(f[key]) if key in f else None for f in fits]
+        top = majority(readings)
+        fit = None
+        if top is not None and top[0] is not None:
+            fit = next(f[key] for f in fits if key in f and sweep_reading(f[key]) == top[0])
+        out.sweeps.append(SweepAgreement(key, readings, fit, 0 if fit is None else top[1]))
+    out.limit, out.limit_value = _limit(limits)
+    return out
+
+
+def _limit(limits: Sequence[dict]) -> tuple[dict[str, Any], int | None]:
+    readings = [limit_reading(q) for q in limits]
+    top = majority(readings)
+    n = len(readings)
+    if top is not None:
+        q = dict(next(q for q in limits if limit_reading(q) == top[0]))
+        note = f"{top[1]} of {n} repeats"
+        if q.get("value") is not None:
+            q["evidence"] = f"{q['evidence']}; {note}"
+            q["confidence"] = round(q["confidence"] * top[1] / n, 4)
+        else:
+            q["undetermined"] = f"{q['undetermined']} ({note})"
+        return q, q.get("value") or q.get("at_least")
+    # no majority: the classifier leaves out every sweep that any repeat's limit would
+    values = [v if v is not None else a for v, a in readings if (v, a) != (None, None)]
+    named = ", ".join(describe(r) for r in readings)
+    q = undetermined(
+        f"the scoreboard limit does not repeat over {n} repeats (readings: {named}); the sweeps "
+        "are read within the smallest of them"
+    ) | {"readings": [describe(r) for r in readings]}
+    return q, min(values, default=None)

@@ -1,0 +1,124 @@
+"""CUDA handler of the L2 slice map (kernels/l2slices.cu). pycuda is imported lazily, by the
+backend; the handler uses its context, prepared functions and chase buffer.
+
+The region and the flush buffer live in the backend's chase buffer, held for the whole sweep
+(`CudaBackend._device_buffer`): the same physical pages for every SM and repetition, so that
+the addresses' slices do not change between launches. The region starts at the first
+`region_bytes`-aligned address of the buffer; the flush buffer follows it."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from ..exceptions import DeviceUnavailable
+from ..experiments.l2_slices import L2SliceResult, L2SliceWork
+from .base import handles
+
+if TYPE_CHECKING:
+    from .cuda import CudaBackend
+
+KERNEL = "l2slices"
+GRID_TRIES = 4  # launches with a growing grid before an SM counts as absent
+FLUSH_BLOCKS, FLUSH_THREADS = 1024, 256
+
+
+def _layout(backend: CudaBackend, work: L2SliceWork) -> tuple[int, int]:
+    """(region address, flush buffer address) inside the chase buffer; the region's contents are
+    uploaded when the buffer or the chain is new."""
+    need = 2 * work.region_bytes + work.flush_bytes
+    buf = backend._device_buffer(need, exact=True)
+    base = int(buf)
+    region = (base + work.region_bytes - 1) // work.region_bytes * work.region_bytes
+    key = (base, work.region_bytes, work.offsets_bytes.tobytes())
+    if getattr(backend, "_l2_slice_region", None) != key:
+        backend.drv.memcpy_htod(region, work.region())
+        backend._l2_slice_region = key
+    return region, region + work.region_bytes
+
+
+def _block_shared_bytes(backend: CudaBackend, need: int) -> int:
+    """Dynamic shared memory of one block: at least `need`, and more than half of what an SM
+    holds, so that no two blocks share an SM."""
+    a = backend.drv.device_attribute
+    optin = backend.device.get_attribute(a.MAX_SHARED_MEMORY_PER_BLOCK_OPTIN)
+    per_sm = backend.device.get_attribute(a.MAX_SHARED_MEMORY_PER_MULTIPROCESSOR)
+    want = max(need, per_sm // 2 + 1024)
+    if need > optin:
+        raise DeviceUnavailable(
+            f"the timed walk needs {need} B of shared memory, more than a block may have "
+            f"({optin} B): lower lines"
+        )
+    return min(want, optin)
+
+
+def _walk(backend, fn, region, work, *, sm, warmup, record, shared) -> tuple[np.ndarray, int]:
+    """One walk on SM `sm`: (latencies, the SM id the walking block read), -1 when no block of
+    any grid tried landed there."""
+    drv = backend.drv
+    latency = np.zeros(max(record, 1), dtype=np.uint32)
+    result = np.zeros(2, dtype=np.uint32)
+    sms = backend.device.get_attribute(drv.device_attribute.MULTIPROCESSOR_COUNT)
+    blocks = work.grid_blocks or 2 * sms
+    d_claim, d_lat, d_res = drv.mem_alloc(4), drv.mem_alloc(latency.nbytes), drv.mem_alloc(8)
+    try:
+        backend._set_shared(fn, dynamic_bytes=shared, carveout_pct=100)
+        for _ in range(GRID_TRIES):
+            drv.memset_d32(d_claim, 0, 1)
+            drv.memset_d32(d_res, 0xFFFFFFFF, 2)
+            start = np.uint32(work.final_index())
+            fn.prepared_call(
+                (blocks, 1), (1, 1, 1), region, start, np.uint32(warmup), np.uint32(record),
+                np.uint32(sm), d_claim, d_lat, d_res, shared_size=shared,
+            )  # fmt: skip
+            backend.context.synchronize()
+            drv.memcpy_dtoh(result, d_res)
+            if result[0] != 0xFFFFFFFF:
+                break
+            blocks *= 4
+        else:
+            return latency[:record], -1
+        drv.memcpy_dtoh(latency, d_lat)
+    finally:
+        for d in (d_claim, d_lat, d_res):
+            d.free()
+    if int(result[1]) != work.final_index():
+        raise DeviceUnavailable(
+            f"the walk on SM {sm} ended on element {int(result[1])}, not "
+            f"{work.final_index()} as the host's walk of the same chain does"
+        )
+    return latency[:record], int(result[0])
+
+
+@handles("cuda", L2SliceWork)
+def run_l2_slices(backend: CudaBackend, work: L2SliceWork, **_: object) -> L2SliceResult:
+    drv = backend.drv
+    region, flush = _layout(backend, work)
+    fn = backend.function(KERNEL, "l2_slice_chase", "PIIIIPPP")
+    flush_fn = backend.function(KERNEL, "l2_slice_flush", "PQP")
+    record = work.passes * work.lines
+    shared = _block_shared_bytes(backend, 4 * (record + 1))
+    sink = drv.mem_alloc(8)
+    try:
+        flush_fn.prepared_call(
+            (FLUSH_BLOCKS, 1), (FLUSH_THREADS, 1, 1), flush, np.uint64(work.flush_bytes // 8), sink
+        )
+        backend.context.synchronize()
+    finally:
+        sink.free()
+    _, helper = _walk(
+        backend, fn, region, work, sm=work.helper_sm, warmup=work.lines, record=0, shared=shared
+    )
+    cycles, sm = np.zeros(0, np.uint32), -1
+    if helper >= 0:
+        cycles, sm = _walk(
+            backend, fn, region, work, sm=work.target_sm, warmup=0, record=record, shared=shared
+        )
+    clock = backend.clocks()["sm_clock_mhz"]
+    return L2SliceResult(
+        cycles=cycles,
+        sm=sm,
+        helper_sm=helper,
+        sm_clock_mhz=float(clock) if clock is not None else float("nan"),
+    )

@@ -1,0 +1,78 @@
+"""Cuda handler of the pointer walk (`experiments.pointer_walk`, `kernels/pointer_walk.cu`): the
+window lies in the backend's chase buffer (twice the window, so that an aligned window fits),
+the chain is written by `link_words` on the device, then one thread walks it. pycuda comes
+through the backend (imported lazily); nothing here runs without a GPU."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from ..exceptions import DeviceUnavailable
+from ..experiments.pointer_walk import PointerWalkWork, WalkResult
+from .base import handles
+
+if TYPE_CHECKING:
+    from .cuda import CudaBackend
+
+KERNEL = "pointer_walk"
+LINK_THREADS = 256
+CLOCK_MAX_AGE_S = 0.5  # the SM clock reading a launch records may be this old (as pchase's)
+
+
+def window_base(buffer_address: int, window_bytes: int) -> int:
+    """The first multiple of `window_bytes` at or after `buffer_address`."""
+    return (buffer_address + window_bytes - 1) // window_bytes * window_bytes
+
+
+@handles("cuda", PointerWalkWork)
+def run_pointer_walk(backend: CudaBackend, work: PointerWalkWork, **_: object) -> WalkResult:
+    drv = backend.drv
+    buf = backend._device_buffer(2 * work.window_bytes)
+    base = window_base(int(buf), work.window_bytes)
+    link = backend.function(KERNEL, "link_words", "QPI")
+    walk = backend.function(KERNEL, "walk_ca", "PIPIPP")
+    n, records = len(work.offsets_bytes), len(work.record_steps)
+    d_off = drv.to_device(np.ascontiguousarray(work.offsets_bytes, dtype=np.uint64))
+    d_rec = drv.to_device(np.ascontiguousarray(np.append(work.record_steps, 0), dtype=np.uint32))
+    d_lat = drv.mem_alloc(max(4 * records, 4))
+    d_end = drv.mem_alloc(8)
+    latency = np.zeros(records, dtype=np.uint32)
+    end = np.zeros(1, dtype=np.uint64)
+    try:
+        link.prepared_call(
+            ((n + LINK_THREADS - 1) // LINK_THREADS, 1),
+            (LINK_THREADS, 1, 1),
+            np.uint64(base),
+            d_off,
+            np.uint32(n),
+        )
+        backend.context.synchronize()
+        backend._set_shared(
+            walk, dynamic_bytes=work.shared_buffer_bytes, carveout_pct=work.carveout_pct
+        )
+        walk.prepared_call(
+            (1, 1),
+            (1, 1, 1),
+            base + int(work.offsets_bytes[0]),
+            np.uint32(n),
+            d_rec,
+            np.uint32(records),
+            d_lat,
+            d_end,
+            shared_size=work.shared_buffer_bytes,
+        )
+        backend.context.synchronize()
+        drv.memcpy_dtoh(latency, d_lat)
+        drv.memcpy_dtoh(end, d_end)
+    finally:
+        for d in (d_off, d_rec, d_lat, d_end):
+            d.free()
+    if int(end[0]) != base + int(work.offsets_bytes[0]):
+        raise DeviceUnavailable(
+            f"the pointer walk ended at {int(end[0]):#x}, not at its first word "
+            f"{base + int(work.offsets_bytes[0]):#x} as the chain it was given does"
+        )
+    sm = backend.nvml.sm_clock(max_age_s=CLOCK_MAX_AGE_S)
+    return WalkResult(latency_cycles=latency, sm_clock_mhz=float(sm) if sm else float("nan"))

@@ -1,0 +1,440 @@
+"""Eviction sets and the set-index function of the L1 data cache (path ld.global.ca), measured
+by pointer walks over chosen lines of one aligned window (`experiments.pointer_walk`).
+
+An adaptive sweep: each test depends on the ones before, so the sweep is a loop of small
+launches driven from here, the same for both backends. In order (every test is a row set of
+the trace; `kind` names the phase):
+
+1. `calibrate`: `calibration_lines` lines walked twice, both passes timed: first touches (L1
+   misses) and second ones (hits) give the hit/miss threshold (`analysis.l1_decisions`).
+2. `stride`: per stride of k lines (k = 1..`max_stride_lines`), the largest cyclic walk of N
+   lines at that stride (from the window's first line; `walk_passes` passes, the last one
+   timed) that still hits, by bisection over N up to `max_footprint_lines`.
+3. `pool`, `reduce`, `confirm`, `verify_full`, `verify_drop`: per target line (`targets`
+   random lines), a minimal eviction set by group testing (Vila et al., IEEE S&P 2019): from a
+   random pool of `pool_factor` times the stride-1 capacity, split the candidates into G groups
+   and drop a group whose removal keeps the target evicted (test: target, candidates
+   `candidate_passes` times, target timed); with no group removable, G doubles, until single
+   lines are left and none can go. The set is then verified (the whole set evicts, each set
+   minus one line does not). Its size is the number of ways.
+4. `member`: the index function's kernel at the first verified target x0 (Maurice et al., RAID
+   2015): a line x0 ^ v (v over the window's address bits above the line) is in x0's set when W
+   lines of that set evict it; single bits, then pairs, then random vectors outside the span of
+   the members found, until `stop_factor` * 2^(bits - dimension) vectors in a row are not.
+   A probe that reads a member is tested twice.
+5. `member_check`: predictions of the linear map: random vectors of the span at x0 and at the
+   other targets (members), and random vectors outside it at the other targets (not members).
+6. `policy`: W + 1 lines a_0..a_W of x0's set after flushing the set with W others: fill
+   a_0..a_{W-1} (sequence 1 hits a_0 again), then a_W, then time one a_i: which line went.
+
+Every timed access is a row; the analysis takes every decision again from the trace.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from itertools import combinations
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+
+from ..analysis import gf2
+from ..analysis.l1_decisions import evicted, hit_threshold, walk_hits
+from ..backends.base import Backend
+from ..config import DeviceEntry
+from ..exceptions import ConfigError
+from .pointer_walk import WalkTest, max_records, pack
+
+log = logging.getLogger(__name__)
+
+NAME = "l1_sets"
+KERNELS = ("pointer_walk",)
+
+SCHEMA = pa.schema(
+    [
+        pa.field("point", pa.int32()),  # launch
+        pa.field("test", pa.int32()),
+        pa.field("kind", pa.string()),
+        pa.field("subject", pa.int32()),  # target index; stride; policy sequence
+        pa.field("detail", pa.int64()),  # kind-specific (see _Driver)
+        pa.field("set_lines", pa.int32()),  # lines walked between the timed line's visits
+        pa.field("access", pa.int32()),  # timed access of the test, 0-based
+        pa.field("address_bytes", pa.int64()),  # timed line, from the window's base
+        pa.field("carveout_pct", pa.int16()),  # -1: the backend sets no carveout
+        pa.field("line_bytes", pa.int32()),
+        pa.field("window_bytes", pa.int64()),
+        pa.field("latency_cycles", pa.uint32()),
+        pa.field("sm_clock_mhz", pa.float32()),
+    ]
+)
+
+
+@dataclass(frozen=True)
+class L1SetsParams:
+    enabled: bool
+    line_bytes: int
+    window_bytes: int
+    shared_buffer_bytes: int
+    carveout_pct: int
+    calibration_lines: int
+    max_stride_lines: int
+    max_footprint_lines: int
+    walk_passes: int
+    miss_tolerance: int
+    targets: int
+    pool_factor: float
+    max_pool_lines: int
+    candidate_passes: int
+    initial_groups: int
+    probe_batch: int
+    max_probes: int
+    stop_factor: float
+    check_probes: int
+    policy_repeats: int
+    max_launches: int
+    seed: int
+
+
+def parse_params(section: dict, key: str) -> L1SetsParams:
+    p = L1SetsParams(**{f: section[f] for f in L1SetsParams.__dataclass_fields__})
+    for name in ("line_bytes", "window_bytes"):
+        v = getattr(p, name)
+        if v & (v - 1):
+            raise ConfigError(f"{key}.{name}: {v}; allowed: a power of two")
+    if p.max_footprint_lines > max_records(p.shared_buffer_bytes):
+        raise ConfigError(
+            f"{key}.max_footprint_lines: {p.max_footprint_lines} timed loads do not fit "
+            f"shared_buffer_bytes {p.shared_buffer_bytes} (8 bytes each, "
+            f"{max_records(p.shared_buffer_bytes)} at most); allowed: fewer lines or more bytes"
+        )
+    span = p.max_stride_lines * p.max_footprint_lines * p.line_bytes
+    if span > p.window_bytes or p.max_pool_lines * p.line_bytes > p.window_bytes // 2:
+        raise ConfigError(
+            f"{key}.window_bytes: {p.window_bytes} cannot hold the longest stride walk ({span} "
+            f"bytes) or twice the largest pool; allowed: a larger window"
+        )
+    if p.walk_passes > p.line_bytes // 8 or p.candidate_passes * 2 > p.line_bytes // 8:
+        raise ConfigError(
+            f"{key}.walk_passes/candidate_passes: a line has {p.line_bytes // 8} words, one per "
+            "visit in a launch; allowed: fewer passes"
+        )
+    return p
+
+
+class _OutOfLaunches(Exception):
+    pass
+
+
+class _Driver:
+    """Runs tests (packed into launches) and keeps every timed access as a trace row."""
+
+    def __init__(self, backend: Backend, p: L1SetsParams, progress) -> None:
+        self.backend, self.p, self.progress = backend, p, progress
+        self.rng = np.random.default_rng(p.seed)
+        self.lines = p.window_bytes // p.line_bytes
+        self.carveout = p.carveout_pct if backend.supports_carveout else None
+        self.frames: list[dict[str, np.ndarray]] = []
+        self.launches = 0
+        self.tests = 0
+        self.threshold: float | None = None
+
+    # --- running ---------------------------------------------------------------------------
+    def run(self, tests: list[WalkTest], kind: str, meta: list[tuple[int, int, int]]):
+        """Latencies of each test's timed accesses; `meta` = (subject, detail, set_lines) each."""
+        launches = pack(
+            tests,
+            window_bytes=self.p.window_bytes,
+            line_bytes=self.p.line_bytes,
+            shared_buffer_bytes=self.p.shared_buffer_bytes,
+            carveout_pct=self.carveout,
+        )
+        if self.launches + len(launches) > self.p.max_launches:
+            raise _OutOfLaunches
+        out: list[np.ndarray] = [np.zeros(0, np.uint32)] * len(tests)
+        for launch in launches:
+            r = self.backend.run(launch.work, seed=self.launches)
+            at = 0
+            for t, n in zip(launch.tests, launch.records, strict=True):
+                lat = r.latency_cycles[at : at + n]
+                at += n
+                out[t] = lat
+                test = tests[t]
+                subject, detail, set_lines = meta[t]
+                self.frames.append(
+                    {
+                        "point": np.full(n, self.launches, np.int32),
+                        "test": np.full(n, self.tests + t, np.int32),
+                        "kind": np.full(n, kind, object),
+                        "subject": np.full(n, subject, np.int32),
+                        "detail": np.full(n, detail, np.int64),
+                        "set_lines": np.full(n, set_lines, np.int32),
+                        "access": np.arange(n, dtype=np.int32),
+                        "address_bytes": np.asarray(test.lines, np.int64)[list(test.timed)]
+                        * self.p.line_bytes,
+                        "latency_cycles": np.asarray(lat, np.uint32),
+                        "sm_clock_mhz": np.full(n, r.sm_clock_mhz, np.float32),
+                        "carveout_pct": np.full(
+                            n, -1 if self.carveout is None else self.carveout, np.int16
+                        ),
+                    }
+                )
+            self.launches += 1
+        self.tests += len(tests)
+        return out
+
+    def evictions(self, target: int, sets: list[np.ndarray], kind: str, meta) -> np.ndarray:
+        """For each candidate set: target, the set `candidate_passes` times, target timed."""
+        tests = [
+            WalkTest(
+                np.concatenate([[target], np.tile(s, self.p.candidate_passes), [target]]),
+                (len(s) * self.p.candidate_passes + 1,),
+            )
+            for s in sets
+        ]
+        lat = self.run(tests, kind, meta)
+        return np.array([bool(evicted(x, self.threshold)[0]) for x in lat])
+
+    def random_lines(self, n: int, exclude: set[int]) -> np.ndarray:
+        out: list[int] = []
+        seen = set(exclude)
+        while len(out) < n:
+            for v in self.rng.integers(0, self.lines, 2 * (n - len(out))).tolist():
+                if v not in seen:
+                    seen.add(v)
+                    out.append(v)
+                    if len(out) == n:
+                        break
+        return np.array(out, dtype=np.int64)
+
+    # --- phases ----------------------------------------------------------------------------
+    def calibrate(self) -> None:
+        lines = self.random_lines(self.p.calibration_lines, set())
+        n = len(lines)
+        (lat,) = self.run(
+            [WalkTest(np.tile(lines, 2), tuple(range(2 * n)))], "calibrate", [(0, 0, n)]
+        )
+        self.threshold = hit_threshold(lat[n:], lat[:n])
+
+    def footprint_hits(self, k: int, n: int) -> bool:
+        lines = np.arange(n, dtype=np.int64) * k
+        passes = self.p.walk_passes
+        timed = tuple(range((passes - 1) * n, passes * n))
+        (lat,) = self.run([WalkTest(np.tile(lines, passes), timed)], "stride", [(k, n, n)])
+        return walk_hits(lat, self.threshold, self.p.miss_tolerance)
+
+    def stride_capacity(self, k: int) -> int:
+        top = self.p.max_footprint_lines
+        if self.footprint_hits(k, top):
+            return top
+        lo, hi = 0, top  # lo hits (0 lines trivially), hi misses
+        while hi - lo > 1:
+            mid = (lo + hi) // 2
+            if self.footprint_hits(k, mid):
+                lo = mid
+            else:
+                hi = mid
+        return lo
+
+    def eviction_set(self, j: int, target: int, pool_lines: int) -> np.ndarray | None:
+        p = self.p
+        size = pool_lines
+        while True:
+            pool = self.random_lines(min(size, p.max_pool_lines), {target})
+            if self.evictions(target, [pool], "pool", [(j, 0, len(pool))])[0]:
+                break
+            if size >= p.max_pool_lines:
+                return None
+            size = int(size * 1.5)
+        s, groups, rnd = pool, p.initial_groups, 0
+        while True:
+            g = min(groups, len(s))
+            parts = np.array_split(np.arange(len(s)), g)
+            rest = [np.delete(s, part) for part in parts]
+            res = self.evictions(
+                target, rest, "reduce", [(j, rnd * 4096 + i, len(r)) for i, r in enumerate(rest)]
+            )
+            chosen = None
+            for i in np.flatnonzero(res):
+                if self.evictions(
+                    target, [rest[i]], "confirm", [(j, rnd * 4096 + i, len(rest[i]))]
+                )[0]:
+                    chosen = i
+                    break
+            if chosen is not None:
+                s, rnd = rest[chosen], rnd + 1
+            elif g == len(s):
+                return s
+            else:
+                groups = min(2 * groups, len(s))
+
+    def verify(self, j: int, target: int, s: np.ndarray) -> bool:
+        full = self.evictions(target, [s] * 3, "verify_full", [(j, 0, len(s))] * 3)
+        drops = [np.delete(s, i) for i in range(len(s))]
+        dropped = self.evictions(
+            target,
+            drops + drops,
+            "verify_drop",
+            [(j, i % len(s), len(s) - 1) for i in range(2 * len(s))],
+        )
+        return bool(full.all() and not dropped.any())
+
+    def probe_stream(self, bits: list[int], basis: gf2.Basis, first: list[int]) -> Iterator[int]:
+        yield from first
+        for b in bits:
+            yield 1 << b
+        for a, b in combinations(bits, 2):
+            yield (1 << a) | (1 << b)
+        lo = min(bits)
+        while True:
+            yield int(self.rng.integers(1, 1 << len(bits))) << lo
+
+    def class_tests(self, x: int, members: list[int], ways: int, at: int) -> WalkTest:
+        """x, `ways` known members of the set other than x (taken in turn from `at`), x timed."""
+        pick = [m for m in members if m != x]
+        ev = [pick[(at + i) % len(pick)] for i in range(ways)]
+        return WalkTest(np.array([x, *ev, x], dtype=np.int64), (ways + 1,))
+
+    def membership(self, j, x0, members, vs, ways, kind) -> list[bool]:
+        shift = self.p.line_bytes.bit_length() - 1
+        tests = [self.class_tests(x0 ^ (v >> shift), members, ways, i) for i, v in enumerate(vs)]
+        lat = self.run(tests, kind, [(j, v, ways) for v in vs])
+        return [bool(evicted(x, self.threshold)[0]) for x in lat]
+
+    def kernel(self, x0: int, evset: np.ndarray) -> tuple[gf2.Basis, list[int]]:
+        """The kernel's basis and the lines found (and confirmed) in x0's set."""
+        p = self.p
+        shift = p.line_bytes.bit_length() - 1
+        bits = list(range(shift, p.window_bytes.bit_length() - 1))
+        basis = gf2.Basis()
+        members = [x0, *evset.tolist()]
+        ways = len(evset)
+        first = [(int(e) ^ x0) << shift for e in evset]
+        stream = self.probe_stream(bits, basis, first)
+        structured = len(first) + len(bits) + len(bits) * (len(bits) - 1) // 2
+        probes = since_new = 0
+        while probes < p.max_probes:
+            batch: list[int] = []
+            while len(batch) < p.probe_batch and probes < p.max_probes:
+                v = next(stream)
+                probes += 1
+                if not basis.contains(v) and v not in batch:
+                    batch.append(v)
+            hits = self.membership(0, x0, members, batch, ways, "member")
+            found = [v for v, h in zip(batch, hits, strict=True) if h]
+            confirmed = self.membership(0, x0, members, found, ways, "member") if found else []
+            for v, ok in zip(found, confirmed, strict=True):
+                if ok:
+                    members.append(x0 ^ (v >> shift))
+                    if basis.insert(v):
+                        since_new = 0
+            since_new += len(batch) - len(found)
+            if probes > structured and since_new >= p.stop_factor * 2 ** (len(bits) - basis.dim):
+                break
+        return basis, members
+
+    def checks(self, basis, sets: list[tuple[int, int, np.ndarray]]) -> list[int]:
+        """Predictions of the map at every verified target: members from the span, and (at the
+        other targets) vectors outside it. Returns the lines of the first target's set that
+        the checks found in it."""
+        found: list[int] = []
+        p = self.p
+        shift = p.line_bytes.bit_length() - 1
+        bits = p.window_bytes.bit_length() - 1 - shift
+        for j, x, evset in sets:
+            members = [x, *evset.tolist()]
+            vs = [basis.random_member(self.rng) for _ in range(p.check_probes)] if basis.dim else []
+            if j > 0:
+                while len(vs) < 2 * p.check_probes:
+                    v = int(self.rng.integers(1, 1 << bits)) << shift
+                    if not basis.contains(v):
+                        vs.append(v)
+            vs = [v for v in vs if v]
+            if vs:
+                hit = self.membership(j, x, members, vs, len(evset), "member_check")
+                if j == 0:
+                    found += [x ^ (v >> shift) for v, h in zip(vs, hit, strict=True) if h]
+        return found
+
+    def policy(self, ways: int, lines: list[int]) -> None:
+        """`lines`: lines measured to be in one set (not lines a model predicts there)."""
+        p = self.p
+        lines = list(dict.fromkeys(lines))
+        if len(lines) < 2 * ways + 1:
+            log.info(
+                "l1_sets: %d lines of one set known, the policy test needs %d",
+                len(lines),
+                2 * ways + 1,
+            )
+            return
+        flush, a = lines[:ways], lines[ways : 2 * ways + 1]
+        tests, meta = [], []
+        for seq in (0, 1):
+            fill = a[:ways] + ([a[0]] if seq else []) + [a[ways]]
+            for i in range(ways + 1):
+                for _ in range(p.policy_repeats):
+                    walk = np.array(flush + flush + fill + [a[i]], dtype=np.int64)
+                    tests.append(WalkTest(walk, (len(walk) - 1,)))
+                    meta.append((seq, i, ways))
+        self.run(tests, "policy", meta)
+
+
+def run(
+    backend: Backend,
+    p: L1SetsParams,
+    *,
+    device: DeviceEntry,
+    inputs: dict | None = None,
+    progress: Callable[[int, int], None] | None = None,
+) -> pd.DataFrame:
+    """The sweep (module docstring); stops early, keeping what it measured, when a phase finds
+    no hit/miss threshold or no eviction set, or at `max_launches`."""
+    d = _Driver(backend, p, progress)
+    try:
+        _phases(d, p, progress)
+    except _OutOfLaunches:
+        log.warning("l1_sets: stopped at max_launches = %d", p.max_launches)
+    return _frame(d, p)
+
+
+def _phases(d: _Driver, p: L1SetsParams, progress) -> None:
+    steps = 4
+
+    def done(i: int) -> None:
+        if progress:
+            progress(i, steps)
+
+    d.calibrate()
+    if d.threshold is None:
+        log.warning("l1_sets: L1 hits and misses overlap; no eviction sets")
+        return
+    capacity = {k: d.stride_capacity(k) for k in range(1, p.max_stride_lines + 1)}
+    done(1)
+    found: list[tuple[int, int, np.ndarray]] = []
+    pool = max(int(p.pool_factor * capacity[1]), 16)
+    for j in range(p.targets):
+        target = int(d.random_lines(1, set())[0])
+        s = d.eviction_set(j, target, pool)
+        if s is not None and d.verify(j, target, s):
+            found.append((j, target, s))
+    done(2)
+    if not found:
+        return
+    _, x0, e0 = found[0]
+    basis, members = d.kernel(x0, e0)
+    members += d.checks(basis, found)
+    done(3)
+    d.policy(len(e0), members)
+    done(4)
+
+
+def _frame(d: _Driver, p: L1SetsParams) -> pd.DataFrame:
+    if not d.frames:
+        return pd.DataFrame({f.name: pd.Series(dtype=f.type.to_pandas_dtype()) for f in SCHEMA})
+    cols = {k: np.concatenate([f[k] for f in d.frames]) for k in d.frames[0]}
+    df = pd.DataFrame(cols)
+    df["line_bytes"] = np.int32(p.line_bytes)
+    df["window_bytes"] = np.int64(p.window_bytes)
+    return df[[f.name for f in SCHEMA]]

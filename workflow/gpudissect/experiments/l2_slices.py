@@ -1,0 +1,227 @@
+"""L2 slice map: the latency of an L2 hit from every SM to each of `lines` 128-B lines of one
+2 MiB-aligned region (kernels/l2slices.cu, header comment).
+
+One repetition for an SM under test (the target) and a helper SM: the L2 is flushed, a block on
+the helper walks every line once through ld.global.cg (the warm-up that brings them into the
+L2), then a block on the target walks the same chain twice, every load timed: pass 0 reads each
+line where the helper's walk left it, pass 1 what pass 0 left (on an L2 that copies far lines
+into the reader's partition: the copies). Both walks are one-thread blocks of a grid of
+one-thread blocks, each reading its SM id; only the block on the chosen SM walks (no contention:
+the others leave at once).
+
+The helper is first the first SM listed. Where the target's pass 0 shows no near and far groups
+(it shares the helper's partition: the helper's walk left copies in it), the targets are walked
+again with a helper whose own pass 0 split (`analysis.l2_slices.first_touch_splits`, the one
+question this sweep asks the analysis): phase 1.
+
+The lines are a seeded random sample of the region's lines, walked in a seeded random order;
+inside a 2 MiB-aligned region the low 21 address bits are the same virtual and physical (2 MiB
+pages), so the analysis can solve the partition function over bits 7-20. Every sample is kept.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+
+from ..backends.base import Backend
+from ..config import DeviceEntry
+from ..exceptions import ConfigError
+
+NAME = "l2_slices"
+KERNELS = ("l2slices",)
+LINE_BYTES = 128
+PASSES = 2  # timed walks of the chain per repetition (pass 0: first touch; 1: again)
+FLUSH_L2_MULTIPLE = 4  # the automatic flush reads this many L2 sizes
+
+SCHEMA = pa.schema(
+    [
+        pa.field("phase", pa.int8()),  # 0: first helper; 1: the second helper
+        pa.field("helper_sm", pa.int32()),  # SM that walked the warm-up
+        pa.field("target_sm", pa.int32()),  # SM the timed walk asked for
+        pa.field("sm", pa.int32()),  # SM the timed block read from %smid
+        pa.field("repetition", pa.int16()),
+        pa.field("pass", pa.int8()),
+        pa.field("order", pa.int32()),  # position of the line in the chain
+        pa.field("offset_bytes", pa.int64()),  # the line's offset inside the region
+        pa.field("cycles", pa.uint32()),
+        pa.field("region_bytes", pa.int64()),
+        pa.field("sm_clock_mhz", pa.float32()),
+    ]
+)
+
+
+@dataclass(frozen=True)
+class L2SliceWork:
+    """One repetition: flush `flush_bytes` through the L2, walk the chain once (untimed) on
+    `helper_sm`, then `passes` timed walks on `target_sm`. The chain visits the lines at byte
+    offsets `offsets_bytes` (inside a `region_bytes`-aligned region of `region_bytes`) in order
+    and wraps. `grid_blocks` one-thread blocks per launch (0: twice the SM count)."""
+
+    region_bytes: int
+    offsets_bytes: np.ndarray  # int64, distinct multiples of 4 below region_bytes
+    helper_sm: int
+    target_sm: int
+    passes: int
+    flush_bytes: int
+    grid_blocks: int = 0
+
+    def __post_init__(self) -> None:
+        o = self.offsets_bytes
+        if o.ndim != 1 or o.size < 2 or len(np.unique(o)) != o.size:
+            raise ValueError("offsets_bytes must hold at least 2 distinct offsets")
+        if int(o.min()) < 0 or int(o.max()) >= self.region_bytes or np.any(o % 4):
+            raise ValueError("offsets_bytes must be 4-byte aligned offsets inside the region")
+        if self.passes < 1 or min(self.helper_sm, self.target_sm) < 0:
+            raise ValueError("passes must be >= 1 and SM ids >= 0")
+
+    @property
+    def lines(self) -> int:
+        return int(self.offsets_bytes.size)
+
+    def region(self) -> np.ndarray:
+        """The region's contents (uint32): the element at each listed line holds the index of
+        the next line's element, the rest is 0."""
+        out = np.zeros(self.region_bytes // 4, dtype=np.uint32)
+        idx = self.offsets_bytes // 4
+        out[idx] = np.roll(idx, -1).astype(np.uint32)
+        return out
+
+    def final_index(self) -> int:
+        """The element the timed walks end on (`passes` rounds of the chain from its start)."""
+        return int(self.offsets_bytes[0] // 4)
+
+
+@dataclass(frozen=True)
+class L2SliceResult:
+    cycles: np.ndarray  # uint32, passes * lines, in chain order per pass
+    sm: int  # the timed block's SM id (-1: no block of the grid ran on target_sm)
+    helper_sm: int  # the warm-up block's SM id (-1: none ran on helper_sm)
+    sm_clock_mhz: float
+
+
+@dataclass(frozen=True)
+class L2SliceParams:
+    enabled: bool
+    lines: int
+    region_bytes: int
+    repetitions: int
+    sms: tuple[int, ...] | None  # None: every SM the driver reports
+    flush_bytes: int | None  # None: FLUSH_L2_MULTIPLE L2 sizes
+    line_seed: int
+
+
+def parse_params(section: dict, key: str) -> L2SliceParams:
+    p = L2SliceParams(
+        enabled=section["enabled"],
+        lines=section["lines"],
+        region_bytes=section["region_bytes"],
+        repetitions=section["repetitions"],
+        sms=None if section["sms"] == "auto" else tuple(section["sms"]),
+        flush_bytes=None if section["flush_bytes"] == "auto" else section["flush_bytes"],
+        line_seed=section["line_seed"],
+    )
+    region_lines = p.region_bytes // LINE_BYTES
+    if p.region_bytes & (p.region_bytes - 1):
+        raise ConfigError(
+            f"{key}.region_bytes: {p.region_bytes}; allowed: a power of two (the region is "
+            "aligned to its size)"
+        )
+    if p.lines > region_lines:
+        raise ConfigError(
+            f"{key}.lines: {p.lines}; allowed: at most the region's {region_lines} lines of "
+            f"{LINE_BYTES} B (region_bytes {p.region_bytes})"
+        )
+    if p.sms is not None and len(set(p.sms)) != len(p.sms):
+        raise ConfigError(f"{key}.sms: {list(p.sms)} repeats an SM; allowed: distinct SM ids")
+    return p
+
+
+def line_offsets(*, lines: int, region_bytes: int, seed: int) -> np.ndarray:
+    """`lines` distinct line offsets of the region in the order the chain visits them (int64)."""
+    rng = np.random.default_rng(seed)
+    picked = rng.choice(region_bytes // LINE_BYTES, size=lines, replace=False)
+    return picked.astype(np.int64) * LINE_BYTES
+
+
+def _frame(phase, work: L2SliceWork, repetition: int, r: L2SliceResult) -> pd.DataFrame:
+    n = work.lines
+    k = n * work.passes
+    return pd.DataFrame(
+        {
+            "phase": np.full(k, phase, np.int8),
+            "helper_sm": np.full(k, r.helper_sm, np.int32),
+            "target_sm": np.full(k, work.target_sm, np.int32),
+            "sm": np.full(k, r.sm, np.int32),
+            "repetition": np.full(k, repetition, np.int16),
+            "pass": np.repeat(np.arange(work.passes, dtype=np.int8), n),
+            "order": np.tile(np.arange(n, dtype=np.int32), work.passes),
+            "offset_bytes": np.tile(work.offsets_bytes, work.passes),
+            "cycles": np.asarray(r.cycles, dtype=np.uint32),
+            "region_bytes": np.full(k, work.region_bytes, np.int64),
+            "sm_clock_mhz": np.full(k, r.sm_clock_mhz, np.float32),
+        }
+    )
+
+
+def run(
+    backend: Backend,
+    p: L2SliceParams,
+    *,
+    device: DeviceEntry,
+    inputs: dict | None = None,
+    progress: Callable[[int, int], None] | None = None,
+) -> pd.DataFrame:
+    """Phase 0 with the first SM as helper, then phase 1 for the SMs whose first touch did not
+    split, with a helper whose first touch did."""
+    from ..analysis.l2_slices import first_touch_splits
+
+    facts = backend.facts()
+    sms = p.sms if p.sms is not None else tuple(range(facts.sm_count))
+    flush = p.flush_bytes
+    if flush is None:
+        flush = FLUSH_L2_MULTIPLE * (facts.l2_bytes or 64 << 20)
+    offsets = line_offsets(lines=p.lines, region_bytes=p.region_bytes, seed=p.line_seed)
+    frames: list[pd.DataFrame] = []
+    total = [len(sms) * p.repetitions]
+
+    def walk(phase: int, helper: int, target: int) -> pd.DataFrame | None:
+        got = []
+        for rep in range(p.repetitions):
+            work = L2SliceWork(
+                region_bytes=p.region_bytes,
+                offsets_bytes=offsets,
+                helper_sm=helper,
+                target_sm=target,
+                passes=PASSES,
+                flush_bytes=flush,
+            )
+            r = backend.run(work, seed=len(frames) * p.repetitions + rep + 7919 * phase)
+            if progress:
+                progress(len(frames) * p.repetitions + rep + 1, total[0])
+            if r.sm < 0 or r.helper_sm < 0:
+                return None  # no block of the grid landed on that SM: skip it
+            got.append(_frame(phase, work, rep, r))
+        frame = pd.concat(got, ignore_index=True)
+        frames.append(frame)
+        return frame
+
+    first = {}
+    for target in sms:
+        f = walk(0, sms[0], target)
+        if f is not None:
+            first[target] = f
+    split = {t: first_touch_splits(f) for t, f in first.items()}
+    helpers = [t for t in sms if split.get(t)]
+    rest = [t for t in sms if t in split and not split[t]]
+    if helpers and rest:
+        total[0] += len(rest) * p.repetitions
+        for target in rest:
+            walk(1, helpers[0], target)
+    if not frames:
+        return pd.DataFrame({f.name: pd.Series(dtype=f.type.to_pandas_dtype()) for f in SCHEMA})
+    return pd.concat(frames, ignore_index=True)

@@ -1,0 +1,289 @@
+"""TLB reach under controlled mappings: whether a TLB entry's coverage depends on the physical
+memory behind it (coalescing of contiguous pages) and how many translation levels there are.
+
+The `tlbs` walks (Mei & Chu, TPDS Sec. 4.4) read a TLB level's reach through memory the driver
+places, so they cannot tell an entry that covers a large page from one that coalesces
+physically contiguous small pages. Here the experiment maps the walked range itself
+(`mapped_chase`): chunks of `chunk_bytes` (the mapping granularity, 2 MiB on Hopper), either
+`contiguous` (one physical allocation mapped in order) or `scattered` (one allocation per chunk,
+mapped in a shuffled order: no two neighbouring chunks physically adjacent). A coalescing level
+covers K chunks per entry only under the contiguous mapping, so its reach shrinks K-fold under
+the scattered one; a level whose entry covers a virtual unit whatever lies behind it keeps its
+reach.
+
+Each `series` is one layout and one stride: cyclic walks of m elements, one per stride, from
+m = 2 on a grid of `grid_steps_per_octave` steps per octave up to the series' array, then
+bisections of every onset the walks show (the analysis's `onset_brackets`) down to one element,
+so reaches come to one stride. Every walk: one untimed traversal, then `traversals` timed ones
+(8-byte elements: the 64-bit chase of kernels/pchase.cu over the range's virtual address).
+
+The scattered layout maps only the chunks some scattered walk touches (a walk at stride s
+touches one chunk per s), so a sparse walk over a range larger than the GPU's memory needs only
+as many allocations as it has elements; the contiguous layout maps its whole range (the largest
+contiguous series). The layouts are mapped one at a time and released at the end.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+
+from ..backends.base import Backend
+from ..backends.facts import DeviceFacts
+from ..config import DeviceEntry
+from ..exceptions import ConfigError
+from .mapped_chase import LAYOUTS, MappedChaseWork, PhysicalLayout, ReleaseMapping
+from .sparse_chase import sequence_work
+
+log = logging.getLogger(__name__)
+
+NAME = "tlb_mappings"
+KERNELS = ("pchase",)
+ELEMENT_BYTES = 8
+RECORD_BYTES = 8  # shared memory per timed access (latency + index)
+
+SCHEMA = pa.schema(
+    [
+        pa.field("point", pa.int32()),
+        pa.field("layout", pa.string()),  # contiguous | scattered
+        pa.field("seed", pa.int32()),  # of the scattered order
+        pa.field("chunk_bytes", pa.int64()),
+        pa.field("stride_bytes", pa.int64()),
+        pa.field("elements", pa.int32()),  # elements in the walk (one per stride)
+        pa.field("array_bytes", pa.int64()),
+        pa.field("step", pa.int32()),
+        pa.field("position", pa.int64()),  # the address loaded / 4 (from the range start)
+        pa.field("index", pa.uint32()),  # low 32 bits of the loaded next element's index
+        pa.field("latency_cycles", pa.uint32()),
+        pa.field("sm_clock_mhz", pa.float32()),
+    ]
+)
+POSITION_BYTES = 4  # the trace's `position` unit, as in `tlbs`
+
+
+@dataclass(frozen=True)
+class Series:
+    layout: str
+    stride_bytes: int
+    max_array_bytes: int
+    # `max_array_bytes: {memory_share: x}`: x times the device memory, resolved at run time
+    # (`resolve`) from the driver's facts; max_array_bytes is 0 until then
+    memory_share: float | None = None
+
+    def max_elements(self) -> int:
+        return self.max_array_bytes // self.stride_bytes
+
+
+@dataclass(frozen=True)
+class MappingSweep:
+    enabled: bool
+    path: str
+    chunk_bytes: int
+    seed: int
+    series: tuple[Series, ...]
+    traversals: int
+    grid_steps_per_octave: int
+    max_record_steps: int
+    max_refine_walks: int
+
+
+def parse_params(section: dict, key: str) -> MappingSweep:
+    chunk = section["chunk_bytes"]
+    series = tuple(
+        Series(s["layout"], s["stride_bytes"], s["max_array_bytes"])
+        if isinstance(s["max_array_bytes"], int)
+        else Series(s["layout"], s["stride_bytes"], 0, float(s["max_array_bytes"]["memory_share"]))
+        for s in section["series"]
+    )
+    sweep = MappingSweep(
+        enabled=section["enabled"],
+        path=section["path"],
+        chunk_bytes=chunk,
+        seed=section["seed"],
+        series=series,
+        traversals=section["traversals"],
+        grid_steps_per_octave=section["grid_steps_per_octave"],
+        max_record_steps=section["max_record_steps"],
+        max_refine_walks=section["max_refine_walks"],
+    )
+    if chunk & (chunk - 1):
+        raise ConfigError(f"{key}.chunk_bytes: {chunk} is not a power of two")
+    for i, s in enumerate(series):
+        where = f"{key}.series[{i}]"
+        if s.layout not in LAYOUTS:
+            raise ConfigError(f"{where}.layout: {s.layout!r}; allowed: {list(LAYOUTS)}")
+        if s.stride_bytes % chunk and chunk % s.stride_bytes:
+            raise ConfigError(
+                f"{where}.stride_bytes: {s.stride_bytes} is neither a multiple nor a divisor of "
+                f"chunk_bytes ({chunk})"
+            )
+        if s.stride_bytes % ELEMENT_BYTES:
+            raise ConfigError(f"{where}.stride_bytes: {s.stride_bytes} is not a multiple of 8")
+        if s.memory_share is not None:
+            continue  # checked when resolved (`resolve`)
+        if s.max_elements() < 4:
+            raise ConfigError(
+                f"{where}.max_array_bytes: {s.max_array_bytes} holds fewer than 4 strides of "
+                f"{s.stride_bytes}; allowed: >= {4 * s.stride_bytes}"
+            )
+        # a walk's records: `traversals` full traversals of its longest walk
+        need = sweep.traversals * s.max_elements()
+        if need > sweep.max_record_steps:
+            raise ConfigError(
+                f"{where}: the longest walk ({s.max_elements()} elements) needs {need} records "
+                f"for {sweep.traversals} traversals, over {key}.max_record_steps "
+                f"({sweep.max_record_steps}); allowed: max_array_bytes <= "
+                f"{sweep.max_record_steps // sweep.traversals * s.stride_bytes}"
+            )
+    return sweep
+
+
+def resolve(sweep: MappingSweep, facts: DeviceFacts, key: str = "tlb_mappings") -> MappingSweep:
+    """Every `max_array_bytes: {memory_share: x}` as bytes: x times the memory the driver (or the
+    profile) reports, a multiple of the stride, at most what the records hold (`traversals`
+    traversals of the longest walk in `max_record_steps`) and at least 4 strides."""
+    if all(s.memory_share is None for s in sweep.series):
+        return sweep
+    if not facts.total_memory_bytes:
+        raise ConfigError(
+            f"{key}.series: max_array_bytes {{memory_share: ...}} needs the device memory size, "
+            "which the driver (or the profile's dram.size_bytes) does not give; set "
+            "max_array_bytes in bytes"
+        )
+    cap = sweep.max_record_steps // sweep.traversals
+    series = []
+    for s in sweep.series:
+        if s.memory_share is not None:
+            n = int(s.memory_share * facts.total_memory_bytes) // s.stride_bytes
+            s = replace(s, max_array_bytes=max(4, min(n, cap)) * s.stride_bytes)
+        series.append(s)
+    return replace(sweep, series=tuple(series))
+
+
+# --- layouts ----------------------------------------------------------------------------------
+def walk_chunks(series: Series, chunk_bytes: int) -> np.ndarray:
+    """The chunks every walk of `series` may touch (its longest walk holds them all)."""
+    offsets = np.arange(series.max_elements(), dtype=np.int64) * series.stride_bytes
+    return np.unique(offsets // chunk_bytes)
+
+
+def layout_of(sweep: MappingSweep, kind: str) -> PhysicalLayout:
+    """The mapping the series of layout `kind` walk: contiguous over the whole largest range;
+    scattered over the chunks its walks touch."""
+    mine = [s for s in sweep.series if s.layout == kind]
+    span = max(s.max_elements() * s.stride_bytes for s in mine)
+    chunks = -(-span // sweep.chunk_bytes)
+    if kind == "contiguous":
+        return PhysicalLayout(kind, chunks=chunks, chunk_bytes=sweep.chunk_bytes)
+    touched = np.unique(np.concatenate([walk_chunks(s, sweep.chunk_bytes) for s in mine]))
+    mapped = None if len(touched) == chunks else tuple(int(c) for c in touched)
+    return PhysicalLayout(
+        kind, chunks=chunks, chunk_bytes=sweep.chunk_bytes, seed=sweep.seed, mapped=mapped
+    )
+
+
+# --- walks ------------------------------------------------------------------------------------
+def element_grid(max_elements: int, steps_per_octave: int) -> list[int]:
+    """2, 3, 4, then steps of 2^(1/steps_per_octave), and the longest walk."""
+    grid = [2, 3, 4]
+    m = 4.0
+    while True:
+        m *= 2 ** (1 / steps_per_octave)
+        if round(m) >= max_elements:
+            break
+        grid.append(round(m))
+    return sorted({g for g in grid if g <= max_elements} | {max_elements})
+
+
+class _Walker:
+    def __init__(self, backend: Backend, sweep: MappingSweep, progress) -> None:
+        self.backend, self.sweep, self.progress = backend, sweep, progress
+        self.frames: list[pd.DataFrame] = []
+
+    def walk(self, series: Series, layout: PhysicalLayout, m: int) -> pd.DataFrame:
+        seq = np.arange(m, dtype=np.int64) * (series.stride_bytes // ELEMENT_BYTES)
+        record = self.sweep.traversals * m + 1  # the first record also times the start
+        record = max(64, min(record, self.sweep.max_record_steps))
+        chase = sequence_work(
+            self.sweep.path, seq, warmup_steps=m, record_steps=record, element_bytes=ELEMENT_BYTES
+        )
+        point = len(self.frames)
+        result = self.backend.run(MappedChaseWork(chase, layout), carveout_pct=None, seed=point)
+        n = len(result.latency_cycles)
+        positions = seq[(m + np.arange(n)) % m] * (ELEMENT_BYTES // POSITION_BYTES)
+        frame = pd.DataFrame(
+            {
+                "point": np.full(n, point, np.int32),
+                "layout": series.layout,
+                "seed": np.full(n, layout.seed, np.int32),
+                "chunk_bytes": np.full(n, layout.chunk_bytes, np.int64),
+                "stride_bytes": np.full(n, series.stride_bytes, np.int64),
+                "elements": np.full(n, m, np.int32),
+                "array_bytes": np.full(n, m * series.stride_bytes, np.int64),
+                "step": np.arange(n, dtype=np.int32),
+                "position": positions,
+                "index": result.indices,
+                "latency_cycles": result.latency_cycles,
+                "sm_clock_mhz": np.full(n, result.sm_clock_mhz, np.float32),
+            }
+        )
+        self.frames.append(frame)
+        if self.progress:
+            self.progress(len(self.frames), 0)
+        return frame
+
+
+def _series_walks(walker: _Walker, series: Series, layout: PhysicalLayout) -> None:
+    """The grid, then bisections of the onsets the walks show (`onset_brackets`, which reads
+    the latency levels from every walk so far)."""
+    from ..analysis.tlb_mappings import onset_brackets
+
+    done: dict[int, pd.DataFrame] = {}
+    for m in element_grid(series.max_elements(), walker.sweep.grid_steps_per_octave):
+        done[m] = walker.walk(series, layout, m)
+    budget = walker.sweep.max_refine_walks
+    while budget > 0:  # one round halves every bracket (one reading of the walks per round)
+        brackets = onset_brackets(
+            pd.concat(walker.frames, ignore_index=True),
+            layout=series.layout,
+            stride_bytes=series.stride_bytes,
+        )
+        middles = sorted({(a + b) // 2 for a, b in brackets if b - a > 1} - set(done))
+        if not middles:
+            return
+        for m in middles[:budget]:
+            done[m] = walker.walk(series, layout, m)
+        budget -= len(middles)
+    log.info("tlb_mappings: %s stride %d: refinement stopped", layout.kind, series.stride_bytes)
+
+
+def run(
+    backend: Backend,
+    sweep: MappingSweep,
+    *,
+    device: DeviceEntry,
+    inputs: dict | None = None,
+    progress: Callable[[int, int], None] | None = None,
+) -> pd.DataFrame:
+    """Every series, layout by layout (each mapped once, released at the end)."""
+    sweep = resolve(sweep, backend.facts())
+    walker = _Walker(backend, sweep, progress)
+    try:
+        for kind in LAYOUTS:
+            mine = [s for s in sweep.series if s.layout == kind]
+            if not mine:
+                continue
+            layout = layout_of(sweep, kind)
+            log.info("tlb_mappings: %s", layout.describe())
+            for series in mine:
+                _series_walks(walker, series, layout)
+    finally:
+        backend.run(ReleaseMapping())
+    if not walker.frames:
+        return pd.DataFrame({f.name: pd.Series(dtype=object) for f in SCHEMA})
+    return pd.concat(walker.frames, ignore_index=True)

@@ -1,0 +1,36 @@
+"""The l1_sets figure: per stride of k lines, the largest cyclic walk that hits, measured and as
+the derived model (sets, ways, index map) predicts it."""
+
+from __future__ import annotations
+
+import matplotlib.pyplot as plt
+import pandas as pd
+
+from . import placeholder, set_theme
+
+FIGURE = "l1_sets_strides"
+
+
+def plot_l1_sets(data: pd.DataFrame, doc: dict, *, table: pd.DataFrame) -> dict:
+    if table.empty:
+        fig, _ = placeholder("L1 eviction sets", "no stride walk measured")
+        return {FIGURE: fig}
+    set_theme()
+    fig, ax = plt.subplots(figsize=(9, 3.6), layout="constrained")
+    ax.plot(table["stride_lines"], table["measured_lines"], "o-", ms=4, label="measured")
+    if table["predicted_lines"].notna().any():
+        ax.plot(table["stride_lines"], table["predicted_lines"], "x--", ms=6, label="predicted")
+    ax.plot(
+        table["stride_lines"],
+        table["top_lines"],
+        ":",
+        color="0.5",
+        lw=1,
+        label="largest walk tried",
+    )
+    ax.set(xlabel="stride (lines)", ylabel="largest cyclic walk that hits (lines)")
+    ax.legend(fontsize=8)
+    agree = (doc.get("stride_validation") or {}).get("agree") or {}
+    note = agree.get("evidence") or agree.get("undetermined") or ""
+    fig.suptitle(f"{doc.get('device', '')}: L1 capacity per stride, model against walks ({note})")
+    return {FIGURE: fig}

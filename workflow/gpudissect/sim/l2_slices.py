@@ -1,0 +1,56 @@
+"""A sliced, partitioned L2: which slice holds an address and how far it is from each SM (the
+optional ``l2_slices:`` block of a profile; config/README.md, "Device profiles").
+
+The cache the block names (normally ``l2``) keeps its sets, ways and policy; what changes is
+the latency of a hit. An address goes to slice ``slice_of(address)`` (an index function of
+indexing.py over the byte address: XOR masks, a bit list or a table), each slice belongs to one
+partition (``slice_partition``), and each SM to one (``sm_partition``). A hit of SM ``s`` in
+slice ``k`` costs
+
+    hit latency of the cache on the load's path + sm_cycles[s] + slice_cycles[k]
+    + far_cycles when slice_partition[k] != sm_partition[s]
+
+(an SM's distance to the crossbar, the slice's distance, and the trip to the other partition).
+Misses and every other cache are unchanged. The engine evaluates the slice function per load
+(``_kernels.load``); the latencies of one SM's slices are computed here.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from .indexing import IndexSpec, make_index
+
+
+@dataclass(frozen=True)
+class L2SliceSpec:
+    cache: str
+    slices: int
+    index: IndexSpec
+    slice_partition: tuple[int, ...]
+    sm_partition: tuple[int, ...]
+    sm_cycles: tuple[int, ...]
+    slice_cycles: tuple[int, ...]
+    far_cycles: int
+    line_bytes: int
+
+    def slice_of(self, address_bytes: int) -> int:
+        """The slice of one byte address."""
+        return make_index(self.index, sets=self.slices, line_bytes=self.line_bytes).set_of(
+            int(address_bytes)
+        )
+
+    def hit_cycles(self, *, base_cycles: int, sm: int) -> np.ndarray:
+        """The latency of a hit in each slice (int64, one per slice) for a load of SM ``sm``
+        whose path's hit latency of the cache is ``base_cycles``."""
+        if not 0 <= sm < len(self.sm_partition):
+            raise ValueError(f"sm must be 0..{len(self.sm_partition) - 1}, got {sm}")
+        far = np.asarray(self.slice_partition) != self.sm_partition[sm]
+        return (
+            base_cycles
+            + self.sm_cycles[sm]
+            + np.asarray(self.slice_cycles, dtype=np.int64)
+            + self.far_cycles * far.astype(np.int64)
+        )
