@@ -253,3 +253,13 @@ def test_gpu_every_walk_runs_on_the_sm_it_asked_for(tmp_path, nvcc):
     assert (data["sm"] == data["target_sm"]).all()
     assert set(data["target_sm"]) == set(params.sms)
     assert data["cycles"].between(100, 3000).mean() > 0.99
+
+
+def test_only_gaps_near_the_widest_are_partitions():
+    from gpudissect.analysis.l2_slices import partition_splits
+
+    # an H100 SM of the helper's partition splits its slices 280 / 307 cycles, one of the
+    # other partition 294 / 471: only gaps of at least half the widest are near and far
+    got = partition_splits({0: None, 1: 27.0, 2: 177.0, 3: 150.0, 4: 60.0})
+    assert got == {0: False, 1: False, 2: True, 3: True, 4: False}
+    assert partition_splits({0: None}) == {0: False}

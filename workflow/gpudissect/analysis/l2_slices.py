@@ -29,11 +29,31 @@ MIN_SEPARATION = 1.5
 MIN_LINES = 16
 
 
-def first_touch_splits(frame: pd.DataFrame) -> bool:
-    """Whether one SM's first-touch latencies (pass 0 of one phase) fall into near and far
-    groups: the sweep's one question (which SM can serve as the second helper)."""
+def first_touch_gap(frame: pd.DataFrame) -> float | None:
+    """The far minus the near latency of one SM's first touches (pass 0 of one phase), or None
+    where they do not fall into two groups: the sweep's one question (which SM can serve as
+    the second helper: the one with the largest gap)."""
     lat = frame[frame["pass"] == 0].groupby("offset_bytes")["cycles"].min().to_numpy()
-    return lat.size >= MIN_LINES and split_lines(lat.astype(float)).far is not None
+    if lat.size < MIN_LINES:
+        return None
+    nf = split_lines(lat.astype(float))
+    return None if nf.far is None else float(nf.far_cycles - nf.near_cycles)
+
+
+# An SM's two latency groups are its near and far partitions only where their gap is at least
+# this share of the largest gap any SM shows: the slices of one partition also differ by some
+# tens of cycles (an H100 SM that reads every line near splits them 280 / 307 cycles, one of
+# the other partition 294 / 471), and Otsu splits those too.
+PARTITION_GAP_SHARE = 0.5
+
+
+def partition_splits(gaps: dict[int, float | None]) -> dict[int, bool]:
+    """Which SMs' two groups are near and far partitions (`PARTITION_GAP_SHARE`)."""
+    largest = max((g for g in gaps.values() if g is not None), default=None)
+    return {
+        sm: g is not None and largest is not None and g >= PARTITION_GAP_SHARE * largest
+        for sm, g in gaps.items()
+    }
 
 
 def latency_matrix(data: pd.DataFrame, pass_: int = 0) -> pd.DataFrame:
@@ -115,11 +135,30 @@ def additive_fits(table: np.ndarray, far: np.ndarray | None) -> dict[str, Any]:
 def _per_sm(matrix: pd.DataFrame) -> tuple[list[dict[str, Any]], dict[int, np.ndarray]]:
     offsets = matrix.columns.to_numpy(dtype=np.int64)
     rows, far_sets = [], {}
-    for sm, lat in matrix.iterrows():
-        nf = split_lines(lat.to_numpy(dtype=float))
-        row: dict[str, Any] = {"sm": int(sm), "near_cycles": nf.near_cycles}
+    nfs = {int(sm): split_lines(lat.to_numpy(dtype=float)) for sm, lat in matrix.iterrows()}
+    gaps = {
+        sm: None if nf.far is None else float(nf.far_cycles - nf.near_cycles)
+        for sm, nf in nfs.items()
+    }
+    partitioned = partition_splits(gaps)
+    largest = max((g for g in gaps.values() if g is not None), default=0.0)
+    for sm, nf in nfs.items():
+        row: dict[str, Any] = {"sm": sm, "near_cycles": nf.near_cycles}
         if nf.far is None:
             rows.append(row | {"split": False, "evidence": nf.evidence})
+            continue
+        if not partitioned[sm]:
+            rows.append(
+                row
+                | {
+                    "split": False,
+                    "evidence": (
+                        f"two groups {nf.near_cycles:.0f} / {nf.far_cycles:.0f} cycles, a gap "
+                        f"under {PARTITION_GAP_SHARE:.0%} of the largest SM's ({largest:.0f} "
+                        "cycles): slices of one partition, not near and far"
+                    ),
+                }
+            )
             continue
         fit = fit_affine(offsets, nf.far)
         # a linear SM's far set is its function's (the lines noise misplaced put back)

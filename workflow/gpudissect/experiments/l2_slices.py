@@ -11,7 +11,7 @@ the others leave at once).
 
 The helper is first the first SM listed. Where the target's pass 0 shows no near and far groups
 (it shares the helper's partition: the helper's walk left copies in it), the targets are walked
-again with a helper whose own pass 0 split (`analysis.l2_slices.first_touch_splits`, the one
+again with the helper whose own pass 0 split widest (`analysis.l2_slices.first_touch_gap`, the one
 question this sweep asks the analysis): phase 1.
 
 The lines are a seeded random sample of the region's lines, walked in a seeded random order;
@@ -178,7 +178,7 @@ def run(
 ) -> pd.DataFrame:
     """Phase 0 with the first SM as helper, then phase 1 for the SMs whose first touch did not
     split, with a helper whose first touch did."""
-    from ..analysis.l2_slices import first_touch_splits
+    from ..analysis.l2_slices import first_touch_gap, partition_splits
 
     facts = backend.facts()
     sms = p.sms if p.sms is not None else tuple(range(facts.sm_count))
@@ -215,8 +215,10 @@ def run(
         f = walk(0, sms[0], target)
         if f is not None:
             first[target] = f
-    split = {t: first_touch_splits(f) for t, f in first.items()}
-    helpers = [t for t in sms if split.get(t)]
+    gaps = {t: first_touch_gap(f) for t, f in first.items()}
+    split = partition_splits(gaps)
+    # the second helper: the SM whose first touches split widest (surely of the other partition)
+    helpers = sorted((t for t in sms if split.get(t)), key=lambda t: -gaps[t])
     rest = [t for t in sms if t in split and not split[t]]
     if helpers and rest:
         total[0] += len(rest) * p.repetitions
