@@ -263,3 +263,24 @@ def test_only_gaps_near_the_widest_are_partitions():
     got = partition_splits({0: None, 1: 27.0, 2: 177.0, 3: 150.0, 4: 60.0})
     assert got == {0: False, 1: False, 2: True, 3: True, 4: False}
     assert partition_splits({0: None}) == {0: False}
+
+
+@pytest.mark.parametrize("missing", [False, True])
+def test_additive_fits_are_the_least_squares_fits(missing):
+    from gpudissect.analysis.l2_slices import additive_fits
+
+    rng = np.random.default_rng(3)
+    s, k = 6, 9
+    far = rng.random((s, k)) < 0.4
+    y = rng.normal(size=(s, 1)) + rng.normal(size=(1, k)) + 5 * far
+    y = y + rng.normal(scale=0.4, size=(s, k))
+    if missing:
+        y[1, 2] = y[4, 7] = np.nan
+    # the general least-squares solution of a_sm + b_slice + p * far over the measured cells
+    x = np.hstack([np.repeat(np.eye(s), k, axis=0), np.tile(np.eye(k), (s, 1)), far.reshape(-1, 1)])
+    seen = ~np.isnan(y.reshape(-1))
+    coef, *_ = np.linalg.lstsq(x[seen], y.reshape(-1)[seen], rcond=None)
+    res = y.reshape(-1)[seen] - x[seen] @ coef
+    got = additive_fits(y, far)["additive_far"]
+    assert got["far_cycles"] == pytest.approx(coef[-1], abs=0.01)
+    assert got["residual_sd_cycles"] == pytest.approx(res.std(), abs=0.002)

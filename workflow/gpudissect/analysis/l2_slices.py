@@ -108,27 +108,57 @@ def slice_classes(matrix: pd.DataFrame) -> dict[str, Any]:
     }
 
 
+def _additive_residuals(
+    y: np.ndarray, f: np.ndarray | None, *, sweeps: int = 200
+) -> tuple[np.ndarray, float | None]:
+    """Residuals (of the measured cells) and far coefficient of the least-squares fit
+    y[i, j] = a_i + b_j (+ p f[i, j]). A complete matrix has the exact solution of the two-way
+    layout: double-centre y (and f) and regress; with missing cells, alternate the row means,
+    column means and p until they settle (backfitting; the same minimum)."""
+    seen = ~np.isnan(y)
+    if seen.all():
+
+        def centred(m: np.ndarray) -> np.ndarray:
+            return m - m.mean(1, keepdims=True) - m.mean(0, keepdims=True) + m.mean()
+
+        dy = centred(y)
+        if f is None:
+            return dy.reshape(-1), None
+        df = centred(f.astype(float))
+        den = float((df * df).sum())
+        p = float((dy * df).sum()) / den if den > 0 else 0.0
+        return (dy - p * df).reshape(-1), p
+    fv = np.zeros_like(y) if f is None else f.astype(float)
+    a, b, p = np.zeros((y.shape[0], 1)), np.zeros((1, y.shape[1])), 0.0
+    for _ in range(sweeps):
+        a = np.nanmean(y - b - p * fv, axis=1, keepdims=True)
+        b = np.nanmean(y - a - p * fv, axis=0, keepdims=True)
+        if f is not None:
+            r = np.where(seen, y - a - b, 0.0)
+            den = float((np.where(seen, fv, 0.0) ** 2).sum())
+            p = float((r * fv).sum()) / den if den > 0 else 0.0
+    res = (y - a - b - p * fv)[seen]
+    return res, (p if f is not None else None)
+
+
 def additive_fits(table: np.ndarray, far: np.ndarray | None) -> dict[str, Any]:
     """Least-squares fits of an SM x slice matrix: a_sm + b_slice, and with a far term."""
-    s, k = table.shape
-    y = table.reshape(-1)
-    rows = np.repeat(np.eye(s), k, axis=0)
-    cols = np.tile(np.eye(k), (s, 1))
-    out = {}
-    designs = {"additive": np.hstack([rows, cols])}
+    y = np.asarray(table, dtype=float)
+    values = y[~np.isnan(y)]
+    total = float(((values - values.mean()) ** 2).sum())
+    models = {"additive": None}
     if far is not None and 0 < far.sum() < far.size:
-        designs["additive_far"] = np.hstack([rows, cols, far.reshape(-1, 1).astype(float)])
-    total = float(((y - y.mean()) ** 2).sum())
-    for name, x in designs.items():
-        coef, *_ = np.linalg.lstsq(x, y, rcond=None)
-        res = y - x @ coef
+        models["additive_far"] = far
+    out = {}
+    for name, f in models.items():
+        res, p = _additive_residuals(y, f)
         out[name] = {
             "r2": round(1 - float((res**2).sum()) / total, 5) if total > 0 else 1.0,
             "residual_sd_cycles": round(float(res.std()), 3),
             "residual_max_cycles": round(float(np.abs(res).max()), 3),
         }
-        if name == "additive_far":
-            out[name]["far_cycles"] = round(float(coef[-1]), 2)
+        if p is not None:
+            out[name]["far_cycles"] = round(p, 2)
     return out
 
 
