@@ -269,3 +269,18 @@ def test_memory_share_spans_come_from_the_device_memory():
     assert got.series[1].max_array_bytes == min(40 * memory // CHUNK, cap) * CHUNK < 40 * memory
     with pytest.raises(ConfigError, match="memory size"):
         e.resolve(sweep, dataclasses.replace(facts, total_memory_bytes=None))
+
+
+def test_a_slower_share_one_element_later_is_the_same_level():
+    from gpudissect.analysis.tlb_mappings import Onset, SeriesReading
+
+    mib32 = 32 << 20
+    # the H100's 32 MiB scattered walks: 388 cycles from 2049 elements, 419 from 2050, the next
+    # level from 8194
+    onsets = (
+        Onset(1, 2048, 2049, mib32),
+        Onset(2, 2049, 2050, mib32),
+        Onset(3, 8193, 8194, mib32),
+    )
+    s = SeriesReading("scattered", mib32, 2 << 20, 9557, 68, onsets)
+    assert s.onset(1) is onsets[0] and s.onset(2) is None and s.onset(3) is onsets[2]

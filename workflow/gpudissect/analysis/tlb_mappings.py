@@ -185,9 +185,18 @@ class SeriesReading:
         o = self.onsets[i]
         if o.fit_elements is None:
             return None
-        if i > 0 and self.onsets[i - 1].first_elements == o.first_elements:
+        if i > 0 and _same_onset(self.onsets[i - 1].first_elements, o.first_elements):
             return None
         return o
+
+
+def _same_onset(a: int | None, b: int | None) -> bool:
+    """Two levels' onsets in one series are one (a slower share of one level's misses) when
+    they lie within 2 elements or 1% of each other: an H100's L2-TLB misses at 32 MiB read
+    388 cycles from 2049 elements and a share of them 419 cycles from 2050."""
+    if a is None or b is None:
+        return a == b
+    return abs(a - b) <= max(2, min(a, b) // 100)
 
 
 def read_series(df: pd.DataFrame, levels: list[Level], base: int) -> list[SeriesReading]:
