@@ -100,30 +100,40 @@ def runs(cluster, tmp_path_factory):
     slurm = _copy_workflow(tmp_path_factory.mktemp("slurm"))
     local_proc, local_s = _snakemake(local, "--cores", "2")
     assert local_proc.returncode == 0, local_proc.stderr[-3000:]
-    slurm_proc, slurm_s = _snakemake(slurm, "--profile", "profiles/slurm")
+    # the group jobs' Slurm logs say which sweeps each ran (the plugin deletes them otherwise)
+    slurm_proc, slurm_s = _snakemake(
+        slurm, "--profile", "profiles/slurm", "--slurm-keep-successful-logs"
+    )
     assert slurm_proc.returncode == 0, slurm_proc.stderr[-3000:]
     # shown with `pytest -s`: the cost of the cluster route against the local one
     print(f"\nlocal run: {local_s:.0f} s; through Slurm: {slurm_s:.0f} s")
     return {"local": local, "slurm": slurm, "log": slurm_proc.stderr, "s": (local_s, slurm_s)}
 
 
-def _submitted(log: str) -> dict[str, str]:
-    """Slurm job id of each submitted job, by its log path (rule and wildcards)."""
-    pattern = r"submitted with SLURM jobid (\d+) \(log: .*?slurm_logs/(\S+)/\d+\.log\)"
-    return {where: jobid for jobid, where in re.findall(pattern, log)}
+def _submitted(log: str) -> dict[str, Path]:
+    """Slurm job id of each submitted job -> its Slurm log."""
+    pattern = r"submitted with SLURM jobid (\d+) \(log: (\S+?\.log)\)"
+    return {jobid: Path(path) for jobid, path in re.findall(pattern, log)}
 
 
 def test_every_sweep_ran_as_a_completed_slurm_job(runs):
     submitted = _submitted(runs["log"])
     traces = sorted((runs["slurm"] / "results/traces").rglob("*.parquet"))
     assert traces, "the run wrote no traces"
-    expected = {f"rule_run_sweep/{t.parent.name}_{t.stem}" for t in traces}
-    assert expected <= set(submitted), sorted(expected - set(submitted))
-    # analyses, figures and the report are local rules: no Slurm job each
-    assert all(w.startswith("rule_run_sweep/") for w in submitted), sorted(submitted)
+    expected = {f"{t.parent.name}/{t.stem}" for t in traces}
+    # the sweeps went as group jobs, one per device and stage (profiles/slurm: group-components
+    # sweeps); analyses, figures and the report are local rules: no Slurm job each
+    assert all(p.parent.name.startswith("group_sweeps_") for p in submitted.values()), submitted
+    ran = {}
+    for jobid, log in submitted.items():
+        for sweep in re.findall(r"output: results/traces/(\S+)\.parquet", log.read_text()):
+            ran[sweep] = jobid
+    assert expected <= set(ran), sorted(expected - set(ran))
+    devices = {t.parent.name for t in traces}
+    assert len(submitted) <= 2 * len(devices) < len(expected)
     completed = set(re.findall(r"JobId=(\d+) .*?JobState=COMPLETED", JOBCOMP_LOG.read_text()))
-    assert {submitted[w] for w in expected} <= completed
-    print(f"\nSlurm job ids of the sweeps: {sorted(int(submitted[w]) for w in expected)}")
+    assert {ran[s] for s in expected} <= completed
+    print(f"\nSlurm job ids of the sweeps: {dict(sorted(ran.items()))}")
 
 
 def test_cluster_documents_equal_the_local_ones(runs):
