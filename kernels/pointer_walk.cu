@@ -52,12 +52,19 @@ extern "C" __global__ void link_words(unsigned long long base,
     asm volatile("st.global.cg.u64 [%0], %1;" ::"l"(word), "l"(next) : "memory");
 }
 
-// shared memory: records latencies, records + 1 record steps (the last a sentinel), the sink
+// shared memory: records latencies, records + 1 record steps (the last a sentinel), the sink.
+// Before the walk, `flush_lines` lines of `flush` (128 B apart, independent loads through
+// ld.global.ca) push every line out of this SM's L1: an H100 SM's L1 may still hold lines of
+// the chain from `link_words` or from an earlier launch (without it, an H100's first touches
+// read 38 cycles, L1 hits). The walk runs in segments: untimed steps up to the next recorded
+// one, then the timed load in a block of its own (in one loop with a branch, ptxas issued the
+// load before the first clock read).
 extern "C" __global__ void walk_ca(const unsigned long long *start, unsigned int steps,
                                    const unsigned int *__restrict__ record_steps,
                                    unsigned int records,
                                    unsigned int *__restrict__ latency_cycles,
-                                   unsigned long long *__restrict__ final_address)
+                                   unsigned long long *__restrict__ final_address,
+                                   const unsigned long long *flush, unsigned int flush_lines)
 {
     extern __shared__ unsigned long long s_buffer[];
     unsigned long long *s_sink = s_buffer;
@@ -66,21 +73,27 @@ extern "C" __global__ void walk_ca(const unsigned long long *start, unsigned int
     for (unsigned int r = 0; r < records; ++r)
         s_at[r] = load_cg_u32(record_steps + r);
     s_at[records] = 0xffffffffu;
+    unsigned long long acc = 0;
+    for (unsigned int i = 0; i < flush_lines; ++i)
+        acc += load_ca(flush + 16ull * i);
+    s_sink[0] = acc; // waits for every flush load
     const unsigned long long *p = start;
-    unsigned int r = 0;
-    unsigned int next = s_at[0];
-    for (unsigned int k = 0; k < steps; ++k) {
-        if (k == next) {
-            unsigned int t0 = clock32();
+    unsigned int k = 0;
+    for (unsigned int r = 0; r < records; ++r) {
+        const unsigned int at = s_at[r] < steps ? s_at[r] : steps;
+        for (; k < at; ++k)
             p = (const unsigned long long *)load_ca(p);
-            s_sink[0] = (unsigned long long)p;
-            unsigned int t1 = clock32();
-            s_latency[r] = t1 - t0;
-            next = s_at[++r];
-        } else {
-            p = (const unsigned long long *)load_ca(p);
-        }
+        if (k >= steps)
+            break;
+        unsigned int t0 = clock32();
+        p = (const unsigned long long *)load_ca(p);
+        s_sink[0] = (unsigned long long)p;
+        unsigned int t1 = clock32();
+        s_latency[r] = t1 - t0;
+        ++k;
     }
+    for (; k < steps; ++k)
+        p = (const unsigned long long *)load_ca(p);
     s_sink[0] = (unsigned long long)p;
     for (unsigned int q = 0; q < records; ++q)
         latency_cycles[q] = s_latency[q];

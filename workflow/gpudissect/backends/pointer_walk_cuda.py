@@ -26,13 +26,27 @@ def window_base(buffer_address: int, window_bytes: int) -> int:
     return (buffer_address + window_bytes - 1) // window_bytes * window_bytes
 
 
+def _l1_flush(backend: CudaBackend) -> tuple[object, int]:
+    """The buffer every walk reads first to push all lines out of its SM's L1 (the kernel's
+    comment says why): twice the SM's shared memory (the L1 and shared memory are one array),
+    one load per 128-B line; allocated once per backend."""
+    got = getattr(backend, "_pointer_walk_flush", None)
+    if got is None:
+        shared = backend.facts().shared_per_sm_bytes or 256 * 1024
+        nbytes = 2 * (1 << (int(shared) - 1).bit_length())
+        got = (backend.drv.mem_alloc(nbytes), nbytes // 128)
+        backend._pointer_walk_flush = got
+    return got
+
+
 @handles("cuda", PointerWalkWork)
 def run_pointer_walk(backend: CudaBackend, work: PointerWalkWork, **_: object) -> WalkResult:
     drv = backend.drv
     buf = backend._device_buffer(2 * work.window_bytes)
     base = window_base(int(buf), work.window_bytes)
     link = backend.function(KERNEL, "link_words", "QPI")
-    walk = backend.function(KERNEL, "walk_ca", "PIPIPP")
+    walk = backend.function(KERNEL, "walk_ca", "PIPIPPPI")
+    flush, flush_lines = _l1_flush(backend)
     n, records = len(work.offsets_bytes), len(work.record_steps)
     d_off = drv.to_device(np.ascontiguousarray(work.offsets_bytes, dtype=np.uint64))
     d_rec = drv.to_device(np.ascontiguousarray(np.append(work.record_steps, 0), dtype=np.uint32))
@@ -61,6 +75,8 @@ def run_pointer_walk(backend: CudaBackend, work: PointerWalkWork, **_: object) -
             np.uint32(records),
             d_lat,
             d_end,
+            flush,
+            np.uint32(flush_lines),
             shared_size=work.shared_buffer_bytes,
         )
         backend.context.synchronize()
