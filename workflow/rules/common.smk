@@ -181,7 +181,9 @@ def sweep_stage(device, experiment):
         for path in needs.values()
         if Path(path).parent == Path(f"results/analysis/{device}")
     }
-    return 1 + max((sweep_stage(device, e) for e in producers if e != experiment), default=0)
+    return 1 + max(
+        (sweep_stage(device, e) for e in producers if e != experiment), default=0
+    )
 
 
 # Within a device's group job its sweeps run one after another: on a GPU they would disturb each

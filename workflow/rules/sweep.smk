@@ -7,10 +7,10 @@ rule run_sweep:
         "logs/run_sweep/{device}/{experiment}.log",
     benchmark:
         "results/benchmarks/run_sweep/{device}_{experiment}.tsv"
-    conda:
-        CUDA_ENV if RUN.cuda_devices else ENV
     group:
         sweep_group
+    conda:
+        CUDA_ENV if RUN.cuda_devices else ENV
     resources:
         **SWEEP_PLACEMENT,
         **sweep_slot_resources(),
