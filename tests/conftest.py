@@ -27,3 +27,16 @@ def nvcc():
     if exe is None:
         pytest.skip("nvcc not installed")
     return exe
+
+
+@pytest.fixture(scope="module")
+def pchase_backend(tmp_path_factory, nvcc):
+    """The cuda backend of device 0 with `kernels/pchase.cu` compiled for it (GPU tests)."""
+    from gpudissect.backends.cuda import CudaBackend
+    from gpudissect.devices import detect_arch
+    from gpudissect.kernels import compile_kernel
+
+    out = tmp_path_factory.mktemp("build")
+    compile_kernel("kernels/pchase.cu", arch=detect_arch(0), output=out / "pchase.cubin")
+    with CudaBackend(index=0, cubin_dir=out) as b:
+        yield b

@@ -10,15 +10,8 @@ pytestmark = pytest.mark.gpu
 
 
 @pytest.fixture(scope="module")
-def backend(tmp_path_factory, nvcc):
-    from gpudissect.backends.cuda import CudaBackend
-    from gpudissect.devices import detect_arch
-    from gpudissect.kernels import compile_kernel
-
-    out = tmp_path_factory.mktemp("build")
-    compile_kernel("kernels/pchase.cu", arch=detect_arch(0), output=out / "pchase.cubin")
-    with CudaBackend(index=0, cubin_dir=out) as b:
-        yield b
+def backend(pchase_backend):
+    return pchase_backend
 
 
 def _work(path, array_bytes, stride_bytes, buffer_bytes=16384, record=None):

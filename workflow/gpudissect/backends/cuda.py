@@ -368,7 +368,41 @@ class CudaBackend(Backend):
             raise DeviceUnavailable(f"cuTexObjectCreate failed: {err}")
         return tex
 
+    def launch_chase(
+        self, work: ChaseWork, chain, *, carveout_pct: int | None
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """One launch of the global-memory P-chase of `work` (paths ca, cg, nc) over the chain
+        at device address `chain`: latencies and indices, copied back."""
+        drv = self.drv
+        fn = self.chase_function(work)
+        latency = np.zeros(work.record_steps, dtype=np.uint32)
+        indices = np.zeros(work.record_steps, dtype=np.uint32)
+        d_lat = drv.mem_alloc(max(latency.nbytes, 4))
+        d_idx = drv.mem_alloc(max(indices.nbytes, 4))
+        try:
+            self._set_shared(fn, dynamic_bytes=work.shared_buffer_bytes, carveout_pct=carveout_pct)
+            fn.prepared_call(
+                (1, 1),
+                (1, 1, 1),
+                *self.chase_args(work, chain),
+                d_lat,
+                d_idx,
+                shared_size=work.shared_buffer_bytes,
+            )
+            self.context.synchronize()
+            drv.memcpy_dtoh(latency, d_lat)
+            drv.memcpy_dtoh(indices, d_idx)
+        finally:
+            d_lat.free()
+            d_idx.free()
+        return latency, indices
+
     def run_chase(self, work: ChaseWork, *, carveout_pct: int | None, seed: int = 0) -> ChaseResult:
+        if work.path not in ("const", "tex"):
+            latency, indices = self.launch_chase(
+                work, self._upload_chain(work), carveout_pct=carveout_pct
+            )
+            return self._chase_result(latency, indices)
         drv = self.drv
         latency = np.zeros(work.record_steps, dtype=np.uint32)
         indices = np.zeros(work.record_steps, dtype=np.uint32)
@@ -390,14 +424,11 @@ class CudaBackend(Backend):
                 ptr, _ = self._modules["pchase"].get_global("c_chain")
                 drv.memcpy_htod(ptr, work.chain)
                 args = (*steps, d_lat, d_idx)
-            elif work.path == "tex":
+            else:
                 fn = self.function("pchase", "pchase_tex", "QIIIPP")
                 buf = self._upload_chain(work)
                 tex = self._texture_object(buf, work.elements * work.element_bytes)
                 args = (np.uint64(int(tex)), *steps, d_lat, d_idx)
-            else:
-                fn = self.chase_function(work)
-                args = (*self.chase_args(work, self._upload_chain(work)), d_lat, d_idx)
             self._set_shared(fn, dynamic_bytes=work.shared_buffer_bytes, carveout_pct=carveout_pct)
             fn.prepared_call((1, 1), (1, 1, 1), *args, shared_size=work.shared_buffer_bytes)
             self.context.synchronize()
@@ -410,6 +441,9 @@ class CudaBackend(Backend):
                 from cuda.bindings import driver as cu
 
                 cu.cuTexObjectDestroy(tex)
+        return self._chase_result(latency, indices)
+
+    def _chase_result(self, latency: np.ndarray, indices: np.ndarray) -> ChaseResult:
         sm = self.sm_clock()
         return ChaseResult(
             latency_cycles=latency,

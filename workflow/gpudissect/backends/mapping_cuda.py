@@ -170,32 +170,11 @@ def write_chain(backend: CudaBackend, address: int, work: MappedChaseWork) -> No
 def run_mapped_chase(
     backend: CudaBackend, work: MappedChaseWork, *, carveout_pct=None, seed: int = 0
 ) -> ChaseResult:
-    drv, w = backend.drv, work.chase
+    w = work.chase
     address = _current(backend, work.layout).address
     write_chain(backend, address, work)
-    fn = backend.chase_function(w)
-    latency = np.zeros(w.record_steps, dtype=np.uint32)
-    indices = np.zeros(w.record_steps, dtype=np.uint32)
-    d_lat = drv.mem_alloc(max(latency.nbytes, 4))
-    d_idx = drv.mem_alloc(max(indices.nbytes, 4))
-    try:
-        backend._set_shared(fn, dynamic_bytes=w.shared_buffer_bytes, carveout_pct=carveout_pct)
-        fn.prepared_call(
-            (1, 1),
-            (1, 1, 1),
-            *backend.chase_args(w, np.uintp(address)),
-            d_lat,
-            d_idx,
-            shared_size=w.shared_buffer_bytes,
-        )
-        backend.context.synchronize()
-        drv.memcpy_dtoh(latency, d_lat)
-        drv.memcpy_dtoh(indices, d_idx)
-    finally:
-        d_lat.free()
-        d_idx.free()
-    sm = backend.sm_clock()
-    return ChaseResult(latency, indices, float(sm) if sm is not None else float("nan"))
+    latency, indices = backend.launch_chase(w, np.uintp(address), carveout_pct=carveout_pct)
+    return backend._chase_result(latency, indices)
 
 
 def read_back(backend: CudaBackend, work: MappedChaseWork) -> np.ndarray:

@@ -35,36 +35,15 @@ def _run_cold_cuda(backend, work: ColdChaseWork, *, carveout_pct=None, seed: int
     """Write the chain into fresh memory from the host, flush the L2 with a memset over
     `flush_bytes`, then chase."""
     drv, w = backend.drv, work.chase
-    fn = backend.chase_function(w)  # raises for a path without a cold chase (tex, const)
-    latency = np.zeros(w.record_steps, dtype=np.uint32)
-    indices = np.zeros(w.record_steps, dtype=np.uint32)
-    d_lat = drv.mem_alloc(max(latency.nbytes, 4))
-    d_idx = drv.mem_alloc(max(indices.nbytes, 4))
+    backend.chase_function(w)  # raises for a path without a cold chase (tex, const)
     flush = drv.mem_alloc(work.flush_bytes) if work.flush_bytes else None
     try:
         chain = backend._upload_chain(w, fresh=True)  # pages no TLB has seen
         if flush is not None:
             drv.memset_d32(flush, 0, work.flush_bytes // 4)
             backend.context.synchronize()
-        fa = drv.function_attribute
-        if w.shared_buffer_bytes > 48 * 1024:
-            fn.set_attribute(fa.MAX_DYNAMIC_SHARED_SIZE_BYTES, w.shared_buffer_bytes)
-        if carveout_pct is not None:
-            fn.set_attribute(fa.PREFERRED_SHARED_MEMORY_CARVEOUT, int(carveout_pct))
-        fn.prepared_call(
-            (1, 1),
-            (1, 1, 1),
-            *backend.chase_args(w, chain),
-            d_lat,
-            d_idx,
-            shared_size=w.shared_buffer_bytes,
-        )
-        backend.context.synchronize()
-        drv.memcpy_dtoh(latency, d_lat)
-        drv.memcpy_dtoh(indices, d_idx)
+        latency, indices = backend.launch_chase(w, chain, carveout_pct=carveout_pct)
     finally:
-        d_lat.free()
-        d_idx.free()
         if flush is not None:
             flush.free()
     sm = backend.clocks().get("sm_clock_mhz")
