@@ -141,3 +141,29 @@ def test_sweep_repeats_until_the_readings_agree():
     doc = analyse(data, provenance={"device": "d"})
     assert doc["sweeps"][0]["saturation_threads"] == 40
     assert doc["sweeps"][0]["repeats"]["text"] == "3 of 5 repeats"
+
+
+def test_the_figure_says_when_the_repeats_readings_differ():
+    import pandas as pd
+
+    from gpudissect.plotting.requests import plot_thread_latency
+
+    table = pd.DataFrame(
+        {
+            "pattern": "unq",
+            "loads_per_thread": [1, 1, 2, 2],
+            "threads": [2, 4, 2, 4],
+            "latency_cycles": [300.0, 310.0, 320.0, 330.0],
+            "variance_cycles2": [1.0, 2.0, 1.0, 2.0],
+        }
+    )
+    sweeps = [
+        {"pattern": "unq", "loads_per_thread": 1, "saturation_threads": None,
+         "repeats": {"text": "3 of 3 repeats"}},
+        {"pattern": "unq", "loads_per_thread": 2, "saturation_threads": None,
+         "undetermined": "no majority", "repeats": {"text": "no majority"}},
+    ]  # fmt: skip
+    fig, axes = plot_thread_latency(table, sweeps, pattern="unq", title="t")
+    titles = [ax.get_title() for ax in axes]
+    assert titles[0].endswith("no saturation up to 4 threads (3 of 3 repeats)")
+    assert titles[1].endswith("the repeats' readings differ (no majority)")

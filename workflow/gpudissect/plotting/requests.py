@@ -51,11 +51,17 @@ def plot_thread_latency(table: pd.DataFrame, sweeps: list[dict], *, pattern: str
             (w for w in sweeps if w["pattern"] == pattern and w["loads_per_thread"] == n), None
         )
         sat = None if info is None else info.get("saturation_threads")
-        if sat is not None:
+        repeats = ((info or {}).get("repeats") or {}).get("text")
+        if info is not None and info.get("undetermined"):
+            # no reading held by a majority of the repeats (analysis.request_repeats)
+            text = "the repeats' readings differ"
+        elif sat is not None:
             ax.axvline(sat, ls="--", lw=1, color="k")
             text = f"saturation at {sat} threads"
         else:
             text = f"no saturation up to {int(s['threads'].max())} threads"
+        if repeats:
+            text += f" ({repeats})"
         ax.set_title(f"{_label(pattern)}, N = {n}: {text}", fontsize=9)
         ax.set_xlabel("threads")
     fig.suptitle(title)
