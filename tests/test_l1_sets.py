@@ -10,6 +10,7 @@ import pandas as pd
 import pytest
 
 from gpudissect.analysis import gf2
+from gpudissect.analysis.l1_decisions import hit_threshold
 from gpudissect.analysis.l1_sets import analyse, figure_table
 from gpudissect.backends.sim import SimBackend
 from gpudissect.experiments import l1_sets as e
@@ -214,12 +215,27 @@ def test_gpu_walk_times_hits_and_misses(tmp_path, nvcc):
             REPO / f"kernels/{kernel}.cu", arch=arch, output=tmp_path / f"{kernel}.cubin"
         )
     lines = np.arange(64, dtype=np.int64) * 37
-    test = WalkTest(np.tile(lines, 2), tuple(range(128)))
-    (launch,) = pack(
-        [test], window_bytes=1 << 24, line_bytes=128, shared_buffer_bytes=8192, carveout_pct=0
+    other = lines + 3
+    # more lines than any L1 holds (256 KiB of unified L1/shared array on Hopper)
+    evict = 4096 + np.arange(4096, dtype=np.int64)
+    walk = np.concatenate([lines, lines, other, evict, evict, other, lines])
+    n = len(walk)
+    timed = tuple(range(128)) + tuple(range(n - 128, n))
+    launches = pack(
+        [WalkTest(walk, timed)],
+        window_bytes=1 << 24,
+        line_bytes=128,
+        shared_buffer_bytes=8192,
+        carveout_pct=0,
     )
     with CudaBackend(index=0, cubin_dir=tmp_path) as backend:
-        r = backend.run(launch.work)  # the handler checks the walk's final address
-    first, second = np.median(r.latency_cycles[:64]), np.median(r.latency_cycles[64:])
-    print(f"first touches {first} cycles, second {second}")
-    assert second < first
+        (r,) = [backend.run(launch.work) for launch in launches]  # checks the final address
+    lat = r.latency_cycles
+    first, second, back, kept = (np.median(lat[i : i + 64]) for i in (0, 64, 128, 192))
+    print(
+        f"first touches {first} cycles, second {second}; after the eviction walk: lines "
+        f"touched once {back}, lines that hit once {kept}"
+    )
+    # the lines touched once come back from the L2 (the calibration's misses)
+    assert second < back <= first
+    assert hit_threshold(lat[64:128], lat[128:192]) is not None

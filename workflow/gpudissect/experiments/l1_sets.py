@@ -5,8 +5,10 @@ An adaptive sweep: each test depends on the ones before, so the sweep is a loop 
 launches driven from here, the same for both backends. In order (every test is a row set of
 the trace; `kind` names the phase):
 
-1. `calibrate`: `calibration_lines` lines walked twice, both passes timed: first touches (L1
-   misses) and second ones (hits) give the hit/miss threshold (`analysis.l1_decisions`).
+1. `calibrate`: `calibration_lines` lines walked twice, the second touches timed (L1 hits;
+   `detail` 0); as many other lines touched once, then, after a walk of more lines than the L1
+   holds, once more (L1 misses served by the L2; `detail` 1): the hit/miss threshold
+   (`analysis.l1_decisions`).
 2. `stride`: per stride of k lines (k = 1..`max_stride_lines`), the largest cyclic walk of N
    lines at that stride (from the window's first line; `walk_passes` passes, the last one
    timed) that still hits, by bisection over N up to `max_footprint_lines`.
@@ -211,12 +213,26 @@ class _Driver:
 
     # --- phases ----------------------------------------------------------------------------
     def calibrate(self) -> None:
+        """Two tests: the calibration lines walked twice, the second touches timed (L1 hits);
+        then as many other lines touched once, `2 * max_footprint_lines` lines more walked
+        twice (more than the L1 holds), and those other lines again, timed (L1 misses that hit
+        the L2, where every eviction test's miss is served). First touches are no reference
+        for a miss: they may come from DRAM or a far L2 partition, slower than the L2 hits the
+        tests read. Nor are lines that hit once: an H100's L1 keeps them through a walk of
+        twice its size (its policy resists scans)."""
         lines = self.random_lines(self.p.calibration_lines, set())
         n = len(lines)
-        (lat,) = self.run(
-            [WalkTest(np.tile(lines, 2), tuple(range(2 * n)))], "calibrate", [(0, 0, n)]
+        other = self.random_lines(n, set(lines.tolist()))
+        evict = self.random_lines(
+            2 * self.p.max_footprint_lines, set(lines.tolist() + other.tolist())
         )
-        self.threshold = hit_threshold(lat[n:], lat[:n])
+        back = 2 * len(evict) + n
+        tests = [
+            WalkTest(np.tile(lines, 2), tuple(range(n, 2 * n))),
+            WalkTest(np.concatenate([other, evict, evict, other]), tuple(range(back, back + n))),
+        ]
+        hits, misses = self.run(tests, "calibrate", [(0, 0, n), (0, 1, n)])
+        self.threshold = hit_threshold(hits, misses)
 
     def footprint_hits(self, k: int, n: int) -> bool:
         lines = np.arange(n, dtype=np.int64) * k
