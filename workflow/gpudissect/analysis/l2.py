@@ -316,6 +316,9 @@ def analyse(
         "device": provenance["device"],
         "analysis": "l2",
         "path": str(data["path"].iloc[0]),
+        # the memory walked (experiments.l2): one contiguous physical allocation, or the
+        # allocator's pages (traces from before the column: None)
+        "placement": sorted(set(data["placement"])) if "placement" in data else None,
         "trace": {k: provenance.get(k) for k in ("git_commit", "config_hash", "created_utc")},
         "device_info": provenance.get("device_info", {}),
         "elements": {"l2": l2},
