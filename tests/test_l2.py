@@ -308,3 +308,32 @@ def test_report_and_figure_show_the_levels_and_why_not():
     text = "\n".join(l2_section(one, []))
     reason = one["elements"]["l2"]["far_hit_latency_cycles"]["undetermined"]
     assert f"L2 hit latency (far partition): undetermined: {reason}" in text
+
+
+def test_the_l2_size_follows_the_dram_share_where_dram_is_barely_the_median():
+    """Past an H100's L2, 57 % of a walk's accesses read DRAM latency and 43 % about 520 cycles
+    (walks of up to four times the L2); one footprint past the size reads 49 %, its median
+    between the levels. The size is where the DRAM share rises halfway (from the far
+    plateau's 7 % to 57 %), not where the median steps (one footprint later)."""
+
+    def at_520(rng, n):
+        return rng.normal(520, 12, n)
+
+    def at_712(rng, n):
+        return rng.normal(712, 12, n)
+
+    def parts(m):
+        if m <= 24:
+            return [(1.0, near)]
+        if m <= 48:
+            return [(0.93, at_520), (0.07, at_712)]
+        if m == 50:
+            return [(0.51, at_520), (0.49, at_712)]
+        return [(0.43, at_520), (0.57, at_712)]
+
+    trace = sweep(parts, [*range(8, 49, 4), 50, 52, 56, 64, 100, 200], seed=7)
+    l2 = l2_of(trace)
+    assert l2["size_bytes"]["bracket_bytes"] == [48 * MIB, 50 * MIB]
+    assert "share of accesses" in l2["size_bytes"]["method"]
+    steps = l2["latency_steps_bytes"]["value"]
+    assert steps[-1] == 50 * MIB  # the median steps one footprint later

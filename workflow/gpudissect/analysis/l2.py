@@ -130,6 +130,52 @@ def partition_quantities(
     }
 
 
+# the DRAM-latency share of the DRAM plateau must exceed the far plateau's by this much for the
+# share rule to place the L2 size
+MIN_SHARE_RISE = 0.2
+
+
+def dram_share_size(
+    sizes: np.ndarray, groups: list[np.ndarray], lv: Levels
+) -> dict[str, Any] | None:
+    """The L2 size from the share of accesses at DRAM latency (above the midpoint of the far
+    and DRAM plateaus): the first footprint from the far plateau on whose share is at least
+    halfway from the far plateau's share to the DRAM plateau's, every later one too; the size
+    lies between it and the footprint before. The median steps only where more than half the
+    accesses of a footprint read DRAM latency, and past an H100's L2 only 57 % do (on walks of
+    up to four times the L2, the rest read about 520 cycles): the median step then lands
+    footprints past the size. None where the shares do not rise by MIN_SHARE_RISE."""
+    cut = (lv.far.level_cycles + lv.dram.level_cycles) / 2
+    share = np.array([float(np.mean(g > cut)) for g in groups])
+    low = float(np.median(share[lv.far.start : lv.far.stop]))
+    high = float(np.median(share[lv.dram.start : lv.dram.stop]))
+    if high - low < MIN_SHARE_RISE:
+        return None
+    mid = (low + high) / 2
+    above = share >= mid
+    first = next((i for i in range(max(lv.far.start, 1), len(sizes)) if above[i:].all()), None)
+    if first is None:
+        return None
+    lo, hi = int(sizes[first - 1]), int(sizes[first])
+    around = ", ".join(
+        f"{mib(int(sizes[i]))} {share[i]:.2f}"
+        for i in range(max(first - 2, 0), min(first + 2, len(sizes)))
+    )
+    return quantity(
+        lo,
+        unit="bytes",
+        confidence=float(min(1.0, (share[first] - share[first - 1]) / (high - low))),
+        method="share of accesses above the midpoint of the far and DRAM plateaus' latencies, "
+        "against footprint: the L2 size lies below the first footprint whose share is halfway "
+        "from the far plateau's to the DRAM plateau's (and every later one's)",
+        evidence=(
+            f"cut {cut:.0f} cycles; share {low:.2f} on the far plateau, {high:.2f} on the DRAM "
+            f"plateau, halfway {mid:.2f}; {around}; the L2 size is in [{lo}, {hi}) bytes at "
+            "this sweep's resolution"
+        ),
+    ) | {"bracket_bytes": [lo, hi]}
+
+
 def first_miss_size(det: FirstMissDetector, sizes: np.ndarray) -> dict[str, Any]:
     """The L2 size as the first footprint whose accesses miss (one L2 level)."""
     hit = det.result
@@ -289,6 +335,7 @@ def analyse(
     if lv is not None:
         stride = int(data["stride_bytes"].iloc[0])
         l2 = partition_quantities(lv, reader, stride, det.result if det.reference_ok else None)
+        l2["size_bytes"] = dram_share_size(sizes, groups, lv) or l2["size_bytes"]
         roles = lv.roles()
     else:
         l2 = one_level_quantities(groups, sizes, steps, det, reader)
