@@ -36,3 +36,23 @@ def chain_pass_steps(*, array_bytes: int, stride_bytes: int) -> int:
     n = array_bytes // ELEMENT_BYTES
     s = stride_bytes // ELEMENT_BYTES
     return -(-n // s)
+
+
+def distinct(values: np.ndarray) -> np.ndarray:
+    """The distinct values, ascending: in one pass where `values` is already non-decreasing
+    (the sequences of a chase mostly are), else by np.unique."""
+    a = np.asarray(values)
+    if a.size < 2:
+        return a.copy()
+    d = a[1:] != a[:-1]
+    if (a[1:] >= a[:-1]).all():
+        return a[np.r_[True, d]]
+    return np.unique(a)
+
+
+def all_distinct(values: np.ndarray) -> bool:
+    """Whether no value repeats (one pass where `values` is strictly increasing)."""
+    a = np.asarray(values)
+    if a.size < 2 or (a[1:] > a[:-1]).all():
+        return True
+    return len(np.unique(a)) == a.size

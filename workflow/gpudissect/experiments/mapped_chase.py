@@ -24,6 +24,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..backends.base import ChaseWork
+from ..patterns import distinct
 
 LAYOUTS = ("contiguous", "scattered")
 
@@ -121,7 +122,7 @@ class MappedChaseWork:
                 f"the chase spans {self.chase.elements * 8} bytes, more than the mapped "
                 f"{self.layout.size_bytes}"
             )
-        touched = np.unique(self.chase.sparse_positions * 8 // self.layout.chunk_bytes)
+        touched = distinct(self.chase.sparse_positions * 8 // self.layout.chunk_bytes)
         if not np.isin(touched, self.layout.mapped_chunks()).all():
             raise ValueError("the chase touches chunks its layout leaves unmapped")
 

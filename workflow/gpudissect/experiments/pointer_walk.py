@@ -18,6 +18,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..patterns import all_distinct
+
 WORD_BYTES = 8
 SECTOR_BYTES = 32
 # the walk's shared memory: the sink (8 bytes), then per record its latency and its step (4 + 4),
@@ -53,7 +55,7 @@ class PointerWalkWork:
             raise TypeError("offsets_bytes must be a non-empty 1-D int64 array")
         if off.min() < 0 or off.max() >= w or np.any(off % WORD_BYTES):
             raise ValueError("offsets_bytes must be 8-byte aligned words inside the window")
-        if len(np.unique(off)) != len(off):
+        if not all_distinct(off):
             raise ValueError("a pointer walk visits each word at most once")
         if rec.dtype != np.uint32 or (len(rec) and (np.any(np.diff(rec.astype(np.int64)) <= 0))):
             raise TypeError("record_steps must be strictly increasing uint32 positions")
@@ -89,33 +91,60 @@ class Launch:
 
 class _Slots:
     """Word slots of the lines of one launch being packed (with undo of a test that does not
-    fit)."""
+    fit): the next free word of every line, in an array indexed by line."""
 
     def __init__(self, words_per_line: int) -> None:
         self.words = words_per_line
-        self.next: dict[int, int] = {}
+        self.next = np.zeros(0, dtype=np.int32)
 
     def place(self, lines: np.ndarray, timed: set[int]) -> list[int] | None:
+        """The word of each visit: a line's visits take its next free words in order, except
+        that the visit before a timed visit of the same line skips a word that would end its
+        sector (so the timed visit reads the sector it filled). None when a line runs out."""
         per_sector = SECTOR_BYTES // WORD_BYTES
-        # the visit before each timed one, in this test: it must leave its sector a free word
-        last: dict[int, int] = {}
-        before_timed: set[int] = set()
-        for pos, line in enumerate(lines.tolist()):
-            if pos in timed and line in last:
-                before_timed.add(last[line])
-            last[line] = pos
-        trial: dict[int, int] = {}
-        slots: list[int] = []
-        for pos, line in enumerate(lines.tolist()):
-            s = trial.get(line, self.next.get(line, 0))
-            if pos in before_timed and s % per_sector == per_sector - 1:
-                s += 1
-            if s >= self.words:
-                return None
-            slots.append(s)
-            trial[line] = s + 1
-        self.next.update(trial)
-        return slots
+        lines = np.asarray(lines, dtype=np.int64)
+        n = len(lines)
+        if n == 0:
+            return []
+        if int(lines.max()) >= len(self.next):
+            grown = np.zeros(max(int(lines.max()) + 1, 2 * len(self.next)), dtype=np.int32)
+            grown[: len(self.next)] = self.next
+            self.next = grown
+        # visits grouped by line, in walk order within a line
+        order = np.argsort(lines, kind="stable")
+        by_line = lines[order]
+        first = np.r_[True, by_line[1:] != by_line[:-1]]
+        start = np.maximum.accumulate(np.where(first, np.arange(n), 0))
+        slot = self.next[by_line] + (np.arange(n) - start)
+        # the visit before each timed one of the same line (its predecessor in the group)
+        where = np.empty(n, dtype=np.int64)
+        where[order] = np.arange(n)
+        skip = np.zeros(n, dtype=np.int64)
+        timed_at = np.fromiter((p for p in timed if p < n), dtype=np.int64)
+        cand = where[timed_at]
+        cand = np.sort(cand[~first[cand]] - 1)
+        # only a line with a candidate at a sector's last word can skip (a skip shifts the
+        # line's later visits, so its candidates are then taken one by one)
+        lines_that_may = set(start[cand[slot[cand] % per_sector == per_sector - 1]].tolist())
+        shift: dict[int, int] = {}
+        for i in (
+            cand[np.isin(start[cand], list(lines_that_may))].tolist() if lines_that_may else ()
+        ):
+            g = int(start[i])
+            if (int(slot[i]) + shift.get(g, 0)) % per_sector == per_sector - 1:
+                skip[i] = 1
+                shift[g] = shift.get(g, 0) + 1
+        if shift:
+            run = np.cumsum(skip)
+            before = run - skip
+            slot = slot + run - before[start]
+        last = np.r_[first[1:], True]  # the last visit of each line
+        if int(slot[last].max()) >= self.words:
+            return None
+        self.next[by_line[last]] = slot[last] + 1
+        out = np.empty(n, dtype=np.int64)
+        out[order] = slot
+        return out.tolist()
 
 
 def pack(

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..backends.base import ChaseResult, ChaseWork, handles
+from ..patterns import all_distinct
 
 
 @dataclass(frozen=True)
@@ -62,7 +63,7 @@ def sequence_work(
     `element_bytes`) in order, then `sequence[0]` again (a cycle): visit t loads
     `sequence[t % len(sequence)]`."""
     seq = np.asarray(sequence, dtype=np.int64)
-    if len(np.unique(seq)) != len(seq):
+    if not all_distinct(seq):
         raise ValueError("a chase sequence visits each element once per cycle")
     nxt = np.roll(seq, -1).astype(np.uint32 if element_bytes == 4 else np.uint64)
     buffer = max(1024, -(-8 * record_steps // 1024) * 1024)
