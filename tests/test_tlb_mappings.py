@@ -47,7 +47,7 @@ def _section(contiguous_pages, scattered_pages, **over):
         "traversals": 3,
         "grid_steps_per_octave": 2,
         "max_record_steps": 4096,
-        "max_refine_walks": 48,
+        "max_refine_walks": 160,
     }
     return {**section, **over}
 

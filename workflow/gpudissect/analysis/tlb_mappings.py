@@ -91,23 +91,33 @@ def latency_levels(df: pd.DataFrame) -> tuple[list[Level], int]:
     return levels, b
 
 
-def _walk_misses(df: pd.DataFrame, levels: list[Level], k: int) -> dict[int, float]:
-    """Per walk length: median accesses per traversal at or above level k (the first record,
-    which also times the launch, left out)."""
-    out = {}
-    for m, g in df.groupby("elements", sort=True):
-        lat = g.sort_values("step")["latency_cycles"].to_numpy(np.float64)[1:]
-        out[int(m)] = misses_per_traversal(at_or_above(lat, levels, k), int(m))[0]
-    return out
+def _walks(df: pd.DataFrame) -> dict[int, np.ndarray]:
+    """Per walk length: the walk's latencies in step order, the first record (which also times
+    the launch) left out."""
+    elements = df["elements"].to_numpy(np.int64)
+    lat = df["latency_cycles"].to_numpy(np.float64)
+    order = np.lexsort((df["step"].to_numpy(np.int64), elements))
+    elements, lat = elements[order], lat[order]
+    cuts = np.flatnonzero(np.diff(elements)) + 1
+    return {
+        int(e[0]): x[1:] for e, x in zip(np.split(elements, cuts), np.split(lat, cuts), strict=True)
+    }
+
+
+def _walk_misses(walks: dict[int, np.ndarray], levels: list[Level], k: int) -> dict[int, float]:
+    """Per walk length: median accesses per traversal at or above level k."""
+    return {m: misses_per_traversal(at_or_above(lat, levels, k), m)[0] for m, lat in walks.items()}
 
 
 def threshold_onsets(df: pd.DataFrame, levels: list[Level], base: int) -> list[Onset]:
     """The sustained onset of every level above the base in one series' walks."""
     stride = int(df["stride_bytes"].iloc[0])
+    walks = _walks(df)
+    ms = sorted(walks)
+    longest = df[df["elements"] == ms[-1]].sort_values("step").iloc[1:]
     out = []
     for k in range(base + 1, len(levels)):
-        misses = _walk_misses(df, levels, k)
-        ms = sorted(misses)
+        misses = _walk_misses(walks, levels, k)
         first = None
         for m in reversed(ms):
             if misses[m] < MIN_MISSES:
@@ -116,7 +126,6 @@ def threshold_onsets(df: pd.DataFrame, levels: list[Level], base: int) -> list[O
         if first is None:
             continue
         before = [m for m in ms if m < first]
-        longest = df[df["elements"] == ms[-1]].sort_values("step").iloc[1:]
         spacing, _ = miss_spacing(
             longest["position"].to_numpy(np.int64) * ELEMENT_BYTES,
             at_or_above(longest["latency_cycles"].to_numpy(np.float64), levels, k),

@@ -13,9 +13,10 @@ reach.
 
 Each `series` is one layout and one stride: cyclic walks of m elements, one per stride, from
 m = 2 on a grid of `grid_steps_per_octave` steps per octave up to the series' array, then
-bisections of every onset the walks show (the analysis's `onset_brackets`) down to one element,
-so reaches come to one stride. Every walk: one untimed traversal, then `traversals` timed ones
-(8-byte elements: the 64-bit chase of kernels/pchase.cu over the range's virtual address).
+rounds that split every onset bracket the walks show (the analysis's `onset_brackets`) into
+quarters, down to one element, so reaches come to one stride. Every walk: one untimed
+traversal, then `traversals` timed ones (8-byte elements: the 64-bit chase of kernels/pchase.cu
+over the range's virtual address).
 
 The scattered layout maps only the chunks some scattered walk touches (a walk at stride s
 touches one chunk per s), so a sparse walk over a range larger than the GPU's memory needs only
@@ -200,6 +201,11 @@ def element_grid(max_elements: int, steps_per_octave: int) -> list[int]:
     return sorted({g for g in grid if g <= max_elements} | {max_elements})
 
 
+# each refinement round walks the points that split every bracket into this many parts: the
+# reading of all walks between rounds costs more than a walk, so fewer, wider rounds
+SPLIT = 4
+
+
 class _Walker:
     def __init__(self, backend: Backend, sweep: MappingSweep, progress) -> None:
         self.backend, self.sweep, self.progress = backend, sweep, progress
@@ -247,13 +253,17 @@ def _series_walks(walker: _Walker, series: Series, layout: PhysicalLayout) -> No
     for m in element_grid(series.max_elements(), walker.sweep.grid_steps_per_octave):
         done[m] = walker.walk(series, layout, m)
     budget = walker.sweep.max_refine_walks
-    while budget > 0:  # one round halves every bracket (one reading of the walks per round)
+    while budget > 0:  # one round quarters every bracket (one reading of the walks per round)
         brackets = onset_brackets(
             pd.concat(walker.frames, ignore_index=True),
             layout=series.layout,
             stride_bytes=series.stride_bytes,
         )
-        middles = sorted({(a + b) // 2 for a, b in brackets if b - a > 1} - set(done))
+        middles = sorted(
+            {a + (b - a) * i // SPLIT for a, b in brackets for i in range(1, SPLIT)}
+            - {a for a, _ in brackets}
+            - set(done)
+        )
         if not middles:
             return
         for m in middles[:budget]:
