@@ -186,6 +186,21 @@ def sweep_stage(device, experiment):
     )
 
 
+# A device's sweeps run one at a time on its GPU; the ones other jobs wait on go first: a sweep's
+# priority is the number of the device's other experiments whose sweep or analysis reads its
+# analysis (caches and pchase_classic read cache_stage1's, the requests analysis l2_flush's,
+# latency_patterns tlbs', shared_throughput bank_conflicts'). Their analyses then overlap the
+# later sweeps instead of waiting at the end of the run.
+def sweep_priority(wildcards):
+    d = DEVICES[wildcards.device]
+    mine = f"results/analysis/{wildcards.device}/{wildcards.experiment}.json"
+    return sum(
+        mine in {*FAMILY[e].sweep_inputs(d).values(), *FAMILY[e].analysis_inputs(d).values()}
+        for e in experiments_of(wildcards.device)
+        if e != wildcards.experiment
+    )
+
+
 # Within a device's group job its sweeps run one after another: on a GPU they would disturb each
 # other's timings, and one after another they ask the cluster for one sweep's CPUs, memory and
 # GPU (Snakemake sums the resources of the jobs of a group that may run at once). So on a cluster

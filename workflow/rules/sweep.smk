@@ -9,6 +9,7 @@ rule run_sweep:
         "results/benchmarks/run_sweep/{device}_{experiment}.tsv"
     group:
         sweep_group
+    priority: sweep_priority
     conda:
         CUDA_ENV if RUN.cuda_devices else ENV
     resources:
