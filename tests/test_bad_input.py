@@ -118,6 +118,23 @@ def test_plot_with_no_processes_is_refused(tmp_path, capsys):
     assert not list(tmp_path.iterdir())  # nothing was drawn or left behind
 
 
+def test_plot_starts_no_more_processes_than_usable_cpus(tmp_path, monkeypatch):
+    # a cluster run gives a local figure job all the threads its rule asks for (8), whatever
+    # the host has: on one usable CPU every experiment is drawn in this process, none forked
+    import concurrent.futures
+
+    from gpudissect import cli
+
+    drawn = []
+    monkeypatch.setattr(cli.os, "sched_getaffinity", lambda pid: {0})
+    monkeypatch.setattr(cli, "_draw_experiment", lambda name, *rest: drawn.append(name))
+    monkeypatch.setattr(concurrent.futures, "ProcessPoolExecutor", None)  # a fork would fail
+    exps = ["l2", "l1_size", "bank_conflicts"]
+    argv = ["plot", "--experiment", *exps, "--trace", "a", "b", "c", "--analysis", "d", "e", "f"]
+    cli._draw_figures(build_parser().parse_args([*argv, "--out-dir", ".", "--jobs", "8"]), tmp_path)
+    assert drawn == exps
+
+
 def test_analyze_takes_the_experiment_from_the_trace(tmp_path, capsys):
     from test_traces import PROV, _frame
 

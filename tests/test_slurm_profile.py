@@ -106,7 +106,10 @@ def runs(cluster, tmp_path_factory):
     )
     assert slurm_proc.returncode == 0, slurm_proc.stderr[-3000:]
     # shown with `pytest -s`: the cost of the cluster route against the local one
-    print(f"\nlocal run: {local_s:.0f} s; through Slurm: {slurm_s:.0f} s")
+    print(
+        f"\nlocal run: {local_s:.0f} s; through Slurm: {slurm_s:.0f} s"
+        f" ({slurm_s / local_s:.2f} times the local run)"
+    )
     return {"local": local, "slurm": slurm, "log": slurm_proc.stderr, "s": (local_s, slurm_s)}
 
 

@@ -149,7 +149,8 @@ def cmd_plot(args: argparse.Namespace) -> int:
 
 def _draw_figures(args: argparse.Namespace, out_dir: Path) -> None:
     """Every experiment's figures; with --jobs above 1, experiments are drawn in that many
-    processes at once (each figure seeds its own random elements, so the files are the same)."""
+    processes at once, at most one per usable CPU (each figure seeds its own random elements,
+    so the files are the same)."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -159,7 +160,10 @@ def _draw_figures(args: argparse.Namespace, out_dir: Path) -> None:
             args.experiment, args.trace, args.analysis, strict=True
         )
     ]
-    jobs = min(args.jobs, len(work))
+    # never more processes than the CPUs this process may run on: a cluster run gives a local
+    # job the threads its rule asks for whatever the host has (Snakemake ignores --local-cores
+    # there, snakemake/snakemake#979), and each process imports matplotlib once more
+    jobs = min(args.jobs, len(work), len(os.sched_getaffinity(0)))
     if jobs <= 1:
         for item in work:
             _draw_experiment(*item)
@@ -329,7 +333,8 @@ def build_parser() -> argparse.ArgumentParser:
         type=int,
         default=1,
         metavar="N",
-        help="draw up to N experiments at once, each in its own process (default 1)",
+        help="draw up to N experiments at once, each in its own process, and no more processes "
+        "than usable CPUs (default 1)",
     )
     s.set_defaults(func=cmd_plot)
 

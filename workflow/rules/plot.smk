@@ -42,7 +42,7 @@ for _device in DEVICES:
             ENV
         # the device's experiments are drawn in up to 8 processes at once; Snakemake gives the job
         # fewer where the run has fewer cores (a number, not workflow.cores: a cluster run has
-        # no total of cores)
+        # no total of cores, and there `plot --jobs` stops at the host's CPUs itself)
         threads: 8
         params:
             experiments=" ".join(_exps),
