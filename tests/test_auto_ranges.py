@@ -336,3 +336,14 @@ def test_indices_widen_to_eight_bytes_past_16_gib():
     twin = SimBackend(profile_path=TWINS.device("gtx780").profile, seed=3)
     sweep = tlbs.resolve(tlbs.parse_params(_tlbs_defaults() | gpu["tlbs"], "tlbs"), twin.facts())
     assert sweep.element_bytes == 4
+
+
+def test_walk_memory_is_capped_by_the_memory_free_at_the_sweep():
+    from gpudissect.experiments.auto_ranges import FREE_MARGIN_BYTES, walk_memory_bytes
+
+    page = 32 << 20
+    whole = walk_memory_bytes(H100, align_bytes=page, key="k")
+    assert whole == int(0.9 * H100.total_memory_bytes) // page * page
+    free = 40 << 30
+    capped = walk_memory_bytes(H100, align_bytes=page, key="k", free_bytes=free)
+    assert capped == (free - FREE_MARGIN_BYTES) // page * page < whole

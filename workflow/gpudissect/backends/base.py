@@ -164,6 +164,10 @@ class Backend(ABC):
         launches that follow place their arrays in the same memory (the same physical pages:
         a GPU's per-address latencies then repeat from launch to launch)."""
 
+    def free_memory_bytes(self) -> int | None:
+        """The device memory free now (None where the backend has no such limit)."""
+        return None
+
     def has_path(self, path: str) -> bool:
         """Whether the device has load path `path` (a GPU has them all; a profile may not)."""
         return True

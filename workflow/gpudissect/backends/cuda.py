@@ -266,6 +266,10 @@ class CudaBackend(Backend):
             self._buffer_bytes = self._last_bytes = size
         return self._buffer
 
+    def free_memory_bytes(self) -> int | None:
+        free, _total = self.drv.mem_get_info()
+        return int(free) + self._buffer_bytes
+
     def reserve(self, nbytes: int) -> None:
         if nbytes <= self._buffer_bytes:
             return

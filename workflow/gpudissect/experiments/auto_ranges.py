@@ -114,17 +114,24 @@ def classic_sizes(size_bytes: int, *, stride_bytes: int) -> tuple[tuple[int, ...
 
 
 MEMORY_SHARE = 0.9  # of the device memory a sparse walk may span: the rest for the context
+FREE_MARGIN_BYTES = 1 << 30  # of the free memory: a flush buffer, records, the kernels
 
 
-def walk_memory_bytes(facts: DeviceFacts, *, align_bytes: int, key: str) -> int:
+def walk_memory_bytes(
+    facts: DeviceFacts, *, align_bytes: int, key: str, free_bytes: int | None = None
+) -> int:
     """`max_array_bytes: auto` of the TLB walks: 90% of the memory the driver reports, a multiple
-    of `align_bytes` (a TLB past the reach of the memory cannot be overflowed anyway)."""
+    of `align_bytes` (a TLB past the reach of the memory cannot be overflowed anyway); no more
+    than `free_bytes` (the memory free when the sweep starts, where known) less
+    FREE_MARGIN_BYTES for the sweep's other buffers."""
     if not facts.total_memory_bytes:
         raise ConfigError(
             f"{key}: auto needs the device memory size, which the driver (or the profile's "
             "dram.size_bytes) does not give; allowed: an explicit size in bytes"
         )
     n = int(MEMORY_SHARE * facts.total_memory_bytes)
+    if free_bytes is not None:  # what other processes hold is not there to walk
+        n = min(n, free_bytes - FREE_MARGIN_BYTES)
     return n - n % align_bytes
 
 

@@ -290,7 +290,12 @@ def run(
     """`repetitions` cold launches of the designed chain on each path the device has."""
     if sweep.max_array_bytes is None:
         key = "latency_patterns.max_array_bytes"
-        n = walk_memory_bytes(backend.facts(), align_bytes=sweep.fallback_page_bytes, key=key)
+        n = walk_memory_bytes(
+            backend.facts(),
+            align_bytes=sweep.fallback_page_bytes,
+            key=key,
+            free_bytes=backend.free_memory_bytes(),
+        )
         sweep = replace(sweep, max_array_bytes=n)
     if sweep.element_bytes is None:
         sweep = replace(sweep, element_bytes=index_bytes(sweep.max_array_bytes))
