@@ -42,6 +42,7 @@ def _params(**over) -> e.L1SetsParams:
         stop_factor=6,
         check_probes=32,
         policy_repeats=4,
+        max_reduction_tests=2500,
         max_launches=20000,
         seed=1,
     )
@@ -239,3 +240,9 @@ def test_gpu_walk_times_hits_and_misses(tmp_path, nvcc):
     # the lines touched once come back from the L2 (the calibration's misses)
     assert second < back <= first
     assert hit_threshold(lat[64:128], lat[128:192]) is not None
+
+
+def test_a_reduction_past_its_test_budget_is_given_up():
+    doc = _doc("unseen_l1_hashed.yaml", max_reduction_tests=5, targets=1)
+    assert doc["elements"]["l1d"]["ways_per_set"]["value"] is None
+    assert doc["eviction_sets"] == []

@@ -96,6 +96,7 @@ class L1SetsParams:
     stop_factor: float
     check_probes: int
     policy_repeats: int
+    max_reduction_tests: int
     max_launches: int
     seed: int
 
@@ -265,7 +266,11 @@ class _Driver:
                 return None
             size = int(size * 1.5)
         s, groups, rnd = pool, p.initial_groups, 0
+        first_test = self.tests
         while True:
+            if self.tests - first_test > p.max_reduction_tests:
+                log.info("l1_sets: target %d: reduction given up at %d lines", j, len(s))
+                return None
             g = min(groups, len(s))
             parts = np.array_split(np.arange(len(s)), g)
             rest = [np.delete(s, part) for part in parts]
