@@ -56,3 +56,27 @@ def test_layouts_replace_each_other(backend):
         assert result.indices.tolist() == seq[(8 + np.arange(16) + 1) % 8].tolist()
         assert backend._vmm_range.layout == layout
     backend.run(ReleaseMapping())
+
+
+def test_l2_sweep_walks_one_contiguous_allocation(backend):
+    """The `l2` sweep with placement contiguous: its walks run over the mapped range (the
+    trace says so), the L2-resident footprint reads faster than one of four times the L2, and
+    the mapping is released at the end."""
+    from gpudissect.experiments import l2
+
+    l2_bytes = backend.facts().l2_bytes
+    small, large = l2_bytes // 8, 4 * l2_bytes
+    p = l2.L2Params(
+        enabled=True,
+        path="cg",
+        stride_bytes=128,
+        array_bytes=(small, small + 128 * 1024, large, large + 128 * 1024),
+        record_steps=512,
+        placement="contiguous",
+    )
+    data = l2.run(backend, p, device=None)
+    assert set(data["placement"]) == {"contiguous"}
+    med = data.groupby("array_bytes")["latency_cycles"].median()
+    print(f"median {med[small]} cycles at {small} B, {med[large]} at {large} B")
+    assert med[small] < med[large]
+    assert getattr(backend, "_vmm_range", None) is None
