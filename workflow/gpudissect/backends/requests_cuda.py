@@ -46,7 +46,9 @@ def _buffers(backend) -> _Buffers:
 
 
 def _sm_clock(backend) -> float:
-    sm = backend.clocks().get("sm_clock_mhz")
+    # a reading at most CLOCK_MAX_AGE_S old: one NVML query per launch configuration cost as
+    # much as the launches of the smallest ones
+    sm = backend.sm_clock()
     return float(sm) if sm is not None else float("nan")
 
 
@@ -68,10 +70,11 @@ def run_requests(backend, work: RequestsWork, *, seed: int = 0) -> RequestsResul
     drv.memcpy_htod(data, buffers.pinned("data", data_bytes))
     out = np.empty((work.runs, threads), dtype=np.uint32)
     for r in range(-work.warmup_launches, work.runs):
+        # launches on one stream run in order; the copy back waits for its launch
         fn.prepared_call((1, 1), (threads, 1, 1), data, offsets, np.uint32(threads), sink, elapsed)
-        backend.context.synchronize()
         if r >= 0:
             drv.memcpy_dtoh(out[r], elapsed)
+    backend.context.synchronize()
     return RequestsResult(elapsed_cycles=out, sm_clock_mhz=_sm_clock(backend))
 
 

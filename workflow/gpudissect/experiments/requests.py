@@ -211,8 +211,9 @@ def run(
     frames: list[pd.DataFrame] = []
     readings: list[dict] = []
     total = len(points) * sweep.repeats.min
+    offsets: dict[int, np.ndarray] = {}  # the same arrays every repeat
     for repeat in range(sweep.repeats.max):
-        frame = _run_once(backend, sweep, points, repeat, progress, total)
+        frame = _run_once(backend, sweep, points, repeat, progress, total, offsets)
         if frame is None:  # the device has no request table: nothing to repeat
             break
         frames.append(frame)
@@ -227,18 +228,19 @@ def run(
     return pd.concat(frames, ignore_index=True)[SCHEMA.names]
 
 
-def _run_once(backend, sweep, points, repeat, progress, total) -> pd.DataFrame | None:
+def _run_once(backend, sweep, points, repeat, progress, total, offsets) -> pd.DataFrame | None:
     """One pass over every launch configuration. The noise seed of a point differs between
     repeats (a simulated repeat is a new measurement, deterministic for the config's seed)."""
     cols: dict[str, list] = {name: [] for name in SCHEMA.names}
     for p in points:
-        offsets = pattern_offsets(
-            threads=p.threads,
-            loads_per_thread=p.loads_per_thread,
-            merge_threads=p.merge_threads,
-            block_bytes=sweep.block_bytes,
-        )
-        work = RequestsWork(sweep.path, offsets, sweep.runs, sweep.warmup_launches)
+        if p.point not in offsets:
+            offsets[p.point] = pattern_offsets(
+                threads=p.threads,
+                loads_per_thread=p.loads_per_thread,
+                merge_threads=p.merge_threads,
+                block_bytes=sweep.block_bytes,
+            )
+        work = RequestsWork(sweep.path, offsets[p.point], sweep.runs, sweep.warmup_launches)
         try:
             result = backend.run(work, seed=p.point + repeat * len(points))
         except NoRequestTable as exc:
