@@ -6,6 +6,7 @@ calls, clocks read through NVML before and after, the L1/shared carveout set per
 
 from __future__ import annotations
 
+import logging
 import os
 import time
 from pathlib import Path
@@ -17,6 +18,8 @@ from ..exceptions import DeviceUnavailable
 from ..kernels import file_sha256
 from .base import Backend, ChaseResult, ChaseWork
 from .facts import DeviceFacts, facts_from_attributes
+
+log = logging.getLogger(__name__)
 
 CHASE_KERNELS = {"ca": "pchase_ca", "cg": "pchase_cg", "nc": "pchase_nc"}
 # a P-chase launch records the SM clock of a reading at most this old (clocks before and after
@@ -259,12 +262,30 @@ class CudaBackend(Backend):
             try:
                 self._buffer = self.drv.mem_alloc(size)
             except self.drv.MemoryError:
-                if size == nbytes:
-                    raise
                 size = nbytes
-                self._buffer = self.drv.mem_alloc(size)
+                self._buffer = self._alloc_retrying(size)
             self._buffer_bytes = self._last_bytes = size
         return self._buffer
+
+    def _alloc_retrying(self, nbytes: int, *, tries: int = 4, wait_s: float = 1.0):
+        """cuMemAlloc of `nbytes`, tried again a few times a second apart: in H100 pipeline runs
+        the 71-GiB array of a sweep sometimes failed to allocate with the memory of an earlier
+        sweep's process (gone by then) apparently not yet returned. Raises DeviceUnavailable
+        with the free and total memory when every try fails."""
+        for attempt in range(tries):
+            try:
+                return self.drv.mem_alloc(nbytes)
+            except self.drv.MemoryError:
+                if attempt + 1 == tries:
+                    free, total = self.drv.mem_get_info()
+                    raise DeviceUnavailable(
+                        f"cannot allocate {nbytes} bytes on {self.device.name()} ({free} of "
+                        f"{total} bytes free after {tries} tries): lower the experiment's "
+                        "max_array_bytes"
+                    ) from None
+                log.info("cuMemAlloc(%d) failed; trying again in %.1f s", nbytes, wait_s)
+                time.sleep(wait_s)
+        raise AssertionError("unreachable")
 
     def free_memory_bytes(self) -> int | None:
         free, _total = self.drv.mem_get_info()
