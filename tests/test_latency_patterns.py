@@ -113,6 +113,21 @@ def test_design_with_eight_byte_elements_caps_the_pages():
     assert work.element_bytes == 8 and work.sparse_next.dtype == np.uint64
 
 
+def test_design_stays_in_the_array_when_the_l2_tlb_is_larger_than_the_memory():
+    # an H100 run whose tlbs read the L2 TLB as the L1 (2037 entries) and fell back to 8148
+    # L2-TLB entries: the revisits of "some" pages must stay in the 2280 pages the array holds
+    section = default_section("latency_patterns") | {
+        "element_bytes": 8,
+        "revisit_all_rounds": 1,
+        "revisit_some_rounds": 2,
+        "max_array_bytes": 2280 * 32 * MIB,
+    }
+    sweep = latency_patterns.parse_params(section, "lp")
+    plan = latency_patterns.design(_translation(32 * MIB, 2037, 8148, None), sweep)
+    assert int(plan.positions.max()) * 8 < 2280 * 32 * MIB
+    assert len(np.unique(plan.positions)) == len(plan.positions)
+
+
 def test_hit_lines_make_p1_a_cycle_over_fresh_lines_the_classifier_reads_as_p1():
     # H100-like: 32 MiB pages (16 MiB L1-TLB units), 16 / 64 entries; 16 hit lines
     section = default_section("latency_patterns") | {

@@ -211,6 +211,9 @@ def design(t: Translation, sweep: LatencyPatternsSweep) -> Plan:
             e2,
         )
     q = max(e1 + max(2, e1 // 4), min((e1 + e2) // 2, e2 - max(2, e2 // 5)))
+    if q > k:  # the revisits stay in the array (a fallback L2 TLB larger than the memory)
+        log.info("latency_patterns: revisiting %d of %d pages, not %d", k, k, q)
+        q = k
     h = max(1, min(4, e1 // 4))
     seq: list[int] = []
     phases: list[str] = []
