@@ -195,7 +195,8 @@ def sweep_priority(wildcards):
     d = DEVICES[wildcards.device]
     mine = f"results/analysis/{wildcards.device}/{wildcards.experiment}.json"
     return sum(
-        mine in {*FAMILY[e].sweep_inputs(d).values(), *FAMILY[e].analysis_inputs(d).values()}
+        mine
+        in {*FAMILY[e].sweep_inputs(d).values(), *FAMILY[e].analysis_inputs(d).values()}
         for e in experiments_of(wildcards.device)
         if e != wildcards.experiment
     )

@@ -7,9 +7,9 @@ rule run_sweep:
         "logs/run_sweep/{device}/{experiment}.log",
     benchmark:
         "results/benchmarks/run_sweep/{device}_{experiment}.tsv"
+    priority: sweep_priority
     group:
         sweep_group
-    priority: sweep_priority
     conda:
         CUDA_ENV if RUN.cuda_devices else ENV
     resources:
