@@ -474,3 +474,35 @@ def test_latencies_that_set_in_apart_stay_two_levels():
     assert walks.onset_parts == ()
     assert round(walks.levels[walks.l1_index].center) == 388
     assert round(walks.levels[walks.l2_index].center) == 422
+
+
+def _reach_walks(m_values, *, onset_after, rise, noisy_from, noise, seed=0):
+    """Reach-stage rows of one stride: walks of m pages, each address with its own steady
+    latency (an L2 slice's), +`rise` for every address once a walk is longer than
+    `onset_after`, and walks from `noisy_from` pages on `noise` cycles noisier (walks past a
+    later level)."""
+    rng = np.random.default_rng(seed)
+    stride = 32 << 20
+    own = rng.integers(280, 330, max(m_values))
+    rows = []
+    for point, m in enumerate(m_values):
+        for step in range(4 * m + 1):
+            i = step % m
+            lat = own[i] + (rise if m > onset_after else 0)
+            lat += rng.normal(0, noise if m >= noisy_from else 0.3)
+            rows.append((point, "reach", stride, m, step, i * stride // 8, round(lat)))
+    cols = ["point", "stage", "stride_bytes", "elements", "step", "position", "latency_cycles"]
+    return pd.DataFrame(rows, columns=cols)
+
+
+def test_a_small_onset_is_read_against_the_noise_before_it():
+    """An H100 run: every address rose 7.5-16 cycles past 16 pages, but walks far past that
+    were noisier and the pooled spread (4.4 cycles) put the 3-sigma cut above the rise; the
+    pairs before the onset (1.5) show it."""
+    from gpudissect.analysis.tlb_shift import shift_onsets
+
+    ms = [*range(2, 25), 29, 34, 40, 48, 57, 68, 81, 96, 114, 136, 161, 192]
+    data = _reach_walks(ms, onset_after=16, rise=10, noisy_from=24, noise=12)
+    (onset,) = shift_onsets(data)
+    assert (onset.fit_elements, onset.first_elements) == (16, 17)
+    assert len(onset.shifted_bytes) == 16

@@ -74,10 +74,11 @@ def shift_onsets(
     but one address's latency repeats to a cycle or two. So each address is compared with
     itself: between two consecutive walks of a stride, the longer one holds every address of
     the shorter, and d = the rise of each common address's median latency. Without a new miss
-    d is noise of robust spread sigma (pooled over all pairs of the stride); past a
+    d is noise of robust spread sigma (that of the pairs before, once they hold 20 differences;
+    else pooled over all pairs of the stride); past a
     translation level's reach the addresses that now miss it (all, or the first of each
     translation unit) rise by its penalty. An onset is the first pair in which more addresses
-    rise by over 3 sigma than the stride's pooled rate of such rises explains (binomial test
+    rise by over 3 sigma than the rate of such rises in the same pairs explains (binomial test
     at `alpha`), whose risen addresses (rise above 3 sigma of the pairs before it and above a
     quarter of the median rise, or 3 sigma if less) are at least `min_addresses`, regularly
     spaced (the most common spacing is at least `spacing_share` of all: the translation unit,
@@ -99,16 +100,24 @@ def shift_onsets(
         sigma = robust_sigma(pooled)
         null = max(float(np.mean(pooled > 3 * sigma)), 0.002)
         for i, (a, common, d) in enumerate(pairs[:-1]):
-            rise = d[d > 3 * sigma]
-            if binom_sf(rise.size - 1, d.size, null) >= alpha:
+            # the noise is that of the pairs before this one once they hold 20 differences:
+            # the pooled spread also holds the walks past every later level (an
+            # H100 run's pooled sigma of 4.4 cycles hid a 10-cycle L1-TLB onset that the pairs
+            # before it, at 1.5, show in all 16 addresses)
+            before = np.concatenate([p[2] for p in pairs[:i]]) if i else np.empty(0)
+            if before.size >= 20:
+                sigma_before = robust_sigma(before)
+                null_before = max(float(np.mean(before > 3 * sigma_before)), 0.002)
+            else:
+                sigma_before, null_before = sigma, null
+            rise = d[d > 3 * sigma_before]
+            if binom_sf(rise.size - 1, d.size, null_before) >= alpha:
                 continue
             if rise.size < min_addresses or np.median(rise) < min_shift_cycles:
                 continue
-            # which addresses rose: above the noise of the pairs before this one (the pooled
-            # spread also holds the noisier walks past the reach) and a quarter of the typical
-            # rise, so that the smaller genuine rises of a slice-dependent penalty stay in
-            before = np.concatenate([p[2] for p in pairs[:i]]) if i else np.empty(0)
-            sigma_before = robust_sigma(before) if before.size >= 20 else sigma
+            # which addresses rose: above the noise of the pairs before this one and a quarter
+            # of the typical rise, so that the smaller genuine rises of a slice-dependent
+            # penalty stay in
             cut = max(3 * sigma_before, min(3 * sigma, 0.25 * float(np.median(rise))))
             shifted = common[d > cut]
             if shifted.size < min_addresses:
