@@ -93,8 +93,13 @@ class Family:
         table: str | None = None,
         sweep_inputs: Callable[[Any], dict[str, str]] = _no_inputs,
         analysis_inputs: Callable[[Any], dict[str, str]] = _no_inputs,
+        heavy_analysis: bool = False,
     ):
         self.name = name
+        # an analysis of several seconds (4-10 s on an H100 host, against at most 3 s for the
+        # others): its sweep goes before the light ones of its device, so that the analysis
+        # overlaps later sweeps instead of holding the figures at the end of the run
+        self.heavy_analysis = heavy_analysis
         self.figures = tuple(figures)
         self._experiment = f"experiments.{experiment}"
         self.parse_params = _Ref(self._experiment, "parse_params")
@@ -271,6 +276,7 @@ _FAMILIES = (
         figures=tuple(f"requests_{p}" for p in _REQUEST_PATTERNS),
         report_section="report.sections_requests:requests_section",
         analysis_inputs=_l2_flush_result_input,
+        heavy_analysis=True,
     ),
     Family(
         name="tlbs",
@@ -298,6 +304,7 @@ _FAMILIES = (
         report_section="report.sections_tlb:latency_patterns_section",
         sweep_inputs=_tlbs_result_input,
         analysis_inputs=_tlbs_result_input,
+        heavy_analysis=True,
     ),
     Family(
         name="timing_overhead",
@@ -324,6 +331,7 @@ _FAMILIES = (
         plot="plotting.l2_slices:plot_l2_slices",
         figures=("l2_slices_matrix",),
         report_section="report.sections_slices:l2_slices_section",
+        heavy_analysis=True,
     ),
 )
 

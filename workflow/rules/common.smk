@@ -187,19 +187,21 @@ def sweep_stage(device, experiment):
 
 
 # A device's sweeps run one at a time on its GPU; the ones other jobs wait on go first: a sweep's
-# priority is the number of the device's other experiments whose sweep or analysis reads its
-# analysis (caches and pchase_classic read cache_stage1's, the requests analysis l2_flush's,
-# latency_patterns tlbs', shared_throughput bank_conflicts'). Their analyses then overlap the
-# later sweeps instead of waiting at the end of the run.
+# priority is twice the number of the device's other experiments whose sweep or analysis reads
+# its analysis (caches and pchase_classic read cache_stage1's, the requests analysis l2_flush's,
+# latency_patterns tlbs', shared_throughput bank_conflicts'), plus one where its own analysis is
+# a heavy one (families.Family.heavy_analysis: requests, latency_patterns, l2_slices). Their
+# analyses then overlap the later sweeps instead of holding the figures at the end of the run.
 def sweep_priority(wildcards):
     d = DEVICES[wildcards.device]
     mine = f"results/analysis/{wildcards.device}/{wildcards.experiment}.json"
-    return sum(
+    readers = sum(
         mine
         in {*FAMILY[e].sweep_inputs(d).values(), *FAMILY[e].analysis_inputs(d).values()}
         for e in experiments_of(wildcards.device)
         if e != wildcards.experiment
     )
+    return 2 * readers + int(FAMILY[wildcards.experiment].heavy_analysis)
 
 
 # Within a device's group job its sweeps run one after another: on a GPU they would disturb each
