@@ -30,13 +30,29 @@ def nvcc():
 
 
 @pytest.fixture(scope="module")
-def pchase_backend(tmp_path_factory, nvcc):
-    """The cuda backend of device 0 with `kernels/pchase.cu` compiled for it (GPU tests)."""
+def cuda_backend_with(tmp_path_factory, nvcc):
+    """A factory of GPU-test backends: `cuda_backend_with("pchase", ...)` is the cuda backend of
+    device 0 with those kernels compiled for it, closed at the end of the module."""
     from gpudissect.backends.cuda import CudaBackend
     from gpudissect.devices import detect_arch
     from gpudissect.kernels import compile_kernel
 
-    out = tmp_path_factory.mktemp("build")
-    compile_kernel("kernels/pchase.cu", arch=detect_arch(0), output=out / "pchase.cubin")
-    with CudaBackend(index=0, cubin_dir=out) as b:
-        yield b
+    opened = []
+
+    def open_with(*kernels: str):
+        out = tmp_path_factory.mktemp("build")
+        for k in kernels:
+            compile_kernel(f"kernels/{k}.cu", arch=detect_arch(0), output=out / f"{k}.cubin")
+        backend = CudaBackend(index=0, cubin_dir=out)
+        opened.append(backend)
+        return backend
+
+    yield open_with
+    for backend in opened:
+        backend.close()
+
+
+@pytest.fixture(scope="module")
+def pchase_backend(cuda_backend_with):
+    """The cuda backend of device 0 with `kernels/pchase.cu` compiled for it (GPU tests)."""
+    return cuda_backend_with("pchase")

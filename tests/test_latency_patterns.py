@@ -95,17 +95,22 @@ def test_design_visits_each_element_once_and_ends_in_a_sector_cycle():
     assert positions[-1] in plan.positions[-8:] and phases[-1] == "same_line"
 
 
-def test_design_with_eight_byte_elements_caps_the_pages():
-    # 8-byte elements: 4 per 32-byte sector, so 1 + 1 + 2 rounds; max_array_bytes holds 70 of
-    # the 32 MiB pages, fewer than E2 + E2 / 4 = 80
+def _eight_byte_sweep(pages: int):
+    """8-byte elements (4 per 32-byte sector: 1 + 1 + 2 rounds), an array of `pages` 32-MiB
+    pages."""
     section = default_section("latency_patterns") | {
         "element_bytes": 8,
         "revisit_all_rounds": 1,
         "revisit_some_rounds": 2,
-        "max_array_bytes": 70 * 32 * MIB,
+        "max_array_bytes": pages * 32 * MIB,
     }
-    sweep = latency_patterns.parse_params(section, "lp")
-    plan = latency_patterns.design(_translation(32 * MIB, 16, 64, None), sweep)
+    return latency_patterns.parse_params(section, "lp")
+
+
+def test_design_with_eight_byte_elements_caps_the_pages():
+    # 8-byte elements: 4 per 32-byte sector, so 1 + 1 + 2 rounds; max_array_bytes holds 70 of
+    # the 32 MiB pages, fewer than E2 + E2 / 4 = 80
+    plan = latency_patterns.design(_translation(32 * MIB, 16, 64, None), _eight_byte_sweep(70))
     assert plan.element_bytes == 8 and plan.cycle_length == 4
     assert plan.phases.count("cold") == 70
     assert int(plan.positions.max()) * 8 < 70 * 32 * MIB
@@ -116,14 +121,9 @@ def test_design_with_eight_byte_elements_caps_the_pages():
 def test_design_stays_in_the_array_when_the_l2_tlb_is_larger_than_the_memory():
     # an H100 run whose tlbs read the L2 TLB as the L1 (2037 entries) and fell back to 8148
     # L2-TLB entries: the revisits of "some" pages must stay in the 2280 pages the array holds
-    section = default_section("latency_patterns") | {
-        "element_bytes": 8,
-        "revisit_all_rounds": 1,
-        "revisit_some_rounds": 2,
-        "max_array_bytes": 2280 * 32 * MIB,
-    }
-    sweep = latency_patterns.parse_params(section, "lp")
-    plan = latency_patterns.design(_translation(32 * MIB, 2037, 8148, None), sweep)
+    plan = latency_patterns.design(
+        _translation(32 * MIB, 2037, 8148, None), _eight_byte_sweep(2280)
+    )
     assert int(plan.positions.max()) * 8 < 2280 * 32 * MIB
     assert len(np.unique(plan.positions)) == len(plan.positions)
 

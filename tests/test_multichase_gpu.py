@@ -10,16 +10,10 @@ pytestmark = pytest.mark.gpu
 
 
 @pytest.fixture(scope="module")
-def backend(tmp_path_factory, nvcc):
+def backend(cuda_backend_with):
     import gpudissect.backends.multichase_cuda  # noqa: F401 - registers the handler
-    from gpudissect.backends.cuda import CudaBackend
-    from gpudissect.devices import detect_arch
-    from gpudissect.kernels import compile_kernel
 
-    out = tmp_path_factory.mktemp("build")
-    compile_kernel("kernels/multichase.cu", arch=detect_arch(0), output=out / "multichase.cubin")
-    with CudaBackend(index=0, cubin_dir=out) as b:
-        yield b
+    return cuda_backend_with("multichase")
 
 
 @pytest.mark.parametrize("path", ["ca", "cg", "nc", "tex", "const"])

@@ -393,26 +393,17 @@ class CudaBackend(Backend):
             raise DeviceUnavailable(f"cuTexObjectCreate failed: {err}")
         return tex
 
-    def launch_chase(
-        self, work: ChaseWork, chain, *, carveout_pct: int | None
-    ) -> tuple[np.ndarray, np.ndarray]:
-        """One launch of the global-memory P-chase of `work` (paths ca, cg, nc) over the chain
-        at device address `chain`: latencies and indices, copied back."""
+    def _records(self, work: ChaseWork, fn, args: tuple) -> tuple[np.ndarray, np.ndarray]:
+        """Launch P-chase kernel `fn` with `args` followed by the record buffers (latencies and
+        indices, `record_steps` each) on one thread, then copy the records back."""
         drv = self.drv
-        fn = self.chase_function(work)
         latency = np.zeros(work.record_steps, dtype=np.uint32)
         indices = np.zeros(work.record_steps, dtype=np.uint32)
         d_lat = drv.mem_alloc(max(latency.nbytes, 4))
         d_idx = drv.mem_alloc(max(indices.nbytes, 4))
         try:
-            self._set_shared(fn, dynamic_bytes=work.shared_buffer_bytes, carveout_pct=carveout_pct)
             fn.prepared_call(
-                (1, 1),
-                (1, 1, 1),
-                *self.chase_args(work, chain),
-                d_lat,
-                d_idx,
-                shared_size=work.shared_buffer_bytes,
+                (1, 1), (1, 1, 1), *args, d_lat, d_idx, shared_size=work.shared_buffer_bytes
             )
             self.context.synchronize()
             drv.memcpy_dtoh(latency, d_lat)
@@ -422,12 +413,50 @@ class CudaBackend(Backend):
             d_idx.free()
         return latency, indices
 
+    def launch_chase(
+        self, work: ChaseWork, chain, *, carveout_pct: int | None
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """One launch of the global-memory P-chase of `work` (paths ca, cg, nc) over the chain
+        at device address `chain`: latencies and indices, copied back."""
+        fn = self.chase_function(work)
+        self._set_shared(fn, dynamic_bytes=work.shared_buffer_bytes, carveout_pct=carveout_pct)
+        return self._records(work, fn, tuple(self.chase_args(work, chain)))
+
     def run_chase(self, work: ChaseWork, *, carveout_pct: int | None, seed: int = 0) -> ChaseResult:
         if work.path not in ("const", "tex"):
             latency, indices = self.launch_chase(
                 work, self._upload_chain(work), carveout_pct=carveout_pct
             )
             return self._chase_result(latency, indices)
+        if work.element_bytes == 8:
+            raise DeviceUnavailable(f"the {work.path} path has no 8-byte-element chase")
+        steps = (
+            np.uint32(work.start_index),
+            np.uint32(work.warmup_steps),
+            np.uint32(work.record_steps),
+        )
+        tex = None
+        try:
+            if work.path == "const":
+                if work.chain is None or work.chain.nbytes > 65536:
+                    raise DeviceUnavailable("the const path takes a dense chain of <= 64 KiB")
+                fn = self.function("pchase", "pchase_const", "IIIPP")
+                ptr, _ = self._modules["pchase"].get_global("c_chain")
+                self.drv.memcpy_htod(ptr, work.chain)
+                args = steps
+            else:
+                fn = self.function("pchase", "pchase_tex", "QIIIPP")
+                buf = self._upload_chain(work)
+                tex = self._texture_object(buf, work.elements * work.element_bytes)
+                args = (np.uint64(int(tex)), *steps)
+            self._set_shared(fn, dynamic_bytes=work.shared_buffer_bytes, carveout_pct=carveout_pct)
+            latency, indices = self._records(work, fn, args)
+        finally:
+            if tex is not None:
+                from cuda.bindings import driver as cu
+
+                cu.cuTexObjectDestroy(tex)
+        return self._chase_result(latency, indices)
         drv = self.drv
         latency = np.zeros(work.record_steps, dtype=np.uint32)
         indices = np.zeros(work.record_steps, dtype=np.uint32)
