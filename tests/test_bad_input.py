@@ -92,6 +92,18 @@ def test_l2_array_bytes_of_the_wrong_shape_says_what_it_holds():
     assert "for example [65536, 131072" in text
 
 
+def test_l2_contiguous_placement_with_a_stride_not_a_multiple_of_8_is_refused():
+    cfg = {
+        "devices": [{"name": "twin", "backend": "sim", "profile": str(TINY)}],
+        "experiments": {"l2": {"stride_bytes": 36, "placement": "contiguous"}},
+    }
+    with pytest.raises(ConfigError) as err:
+        parse(cfg)
+    text = str(err.value)
+    assert "experiments.l2.stride_bytes: 36 with placement contiguous" in text
+    assert "allowed: a multiple of 8, or placement allocator" in text
+
+
 def test_report_of_an_unknown_device_is_refused(tmp_path, capsys):
     (tmp_path / "analysis" / "real").mkdir(parents=True)
     (tmp_path / "analysis" / "real" / "l1_size.json").write_text("{}")
