@@ -3,6 +3,7 @@ into pointer walks, the family on simulated L1s whose ways, sets, index and poli
 recover from the traces alone (a hashed index, a bit field, a non-power-of-two set count), the
 policy rule on hand-made traces, and a GPU check (`pytest -m gpu`)."""
 
+import json
 from pathlib import Path
 
 import numpy as np
@@ -35,7 +36,8 @@ def _params(**over) -> e.L1SetsParams:
         targets=3,
         pool_factor=2.0,
         max_pool_lines=1024,
-        candidate_passes=2,
+        set_passes=4,
+        timed_passes=2,
         initial_groups=8,
         probe_batch=128,
         max_probes=4000,
@@ -131,6 +133,50 @@ def test_hashed_l1_capacity_predicted_at_every_stride(hashed):
     assert min(measured.values()) < 64
     table = figure_table(None, hashed)
     assert list(table["predicted_lines"]) == list(table["measured_lines"])
+
+
+def _l1_size_doc(tmp_path, size_bytes, carveout=None, buffer=None):
+    series = [
+        {"carveout_pct": 50, "shared_buffer_bytes": buffer, "l1d": {"size_bytes": {"value": 1}}},
+        {
+            "carveout_pct": carveout,
+            "shared_buffer_bytes": buffer,
+            "l1d": {"size_bytes": {"value": size_bytes}},
+        },
+    ]
+    path = tmp_path / "l1_size.json"
+    path.write_text(json.dumps({"series": series[1:] if carveout is None else series}))
+    return {"l1_size": str(path)}
+
+
+def test_walks_the_data_array_limits_are_compared_with_the_measured_l1_size(tmp_path):
+    # the hashed twin's 128 lines (32 sets x 4 ways) are its data array too: with that size
+    # every stride is still a set's overflow, predicted exactly
+    backend = SimBackend(profile_path=DATA / "unseen_l1_hashed.yaml", seed=3)
+    data = e.run(backend, _params(), device=None)
+    doc = analyse(data, provenance={"device": "sim"}, inputs=_l1_size_doc(tmp_path, 16384))
+    v = doc["stride_validation"]
+    assert v["data_lines"]["lines"] == 128
+    assert {r["limited_by"] for r in v["strides"]} == {"set"}
+    assert v["agree"]["value"] is True
+    # an L1 size of 96 lines: the strides whose walks no set limits below it (stride 1: 128
+    # lines) are predicted to stop at 96 lines, and the 128 measured there disagree
+    doc = analyse(data, provenance={"device": "sim"}, inputs=_l1_size_doc(tmp_path, 96 * 128))
+    v = doc["stride_validation"]
+    data_limited = [r for r in v["strides"] if r["limited_by"] == "data"]
+    assert data_limited and all(r["predicted_lines"] == 96 for r in data_limited)
+    assert not any(r["agree"] for r in data_limited)
+    assert v["agree"]["value"] is False and "data array" in v["agree"]["evidence"]
+
+
+def test_the_l1_size_of_the_sweeps_carveout_and_buffer_is_the_one_read(tmp_path):
+    from gpudissect.analysis.l1_sets import _data_lines
+
+    inputs = _l1_size_doc(tmp_path, 222336, carveout=0, buffer=16384)
+    assert _data_lines(inputs, [0], 16384)["bytes"] == 222336
+    assert _data_lines(inputs, [50], 16384)["bytes"] == 1
+    assert _data_lines(inputs, [0], 65536) is None
+    assert _data_lines({}, [0], 16384) is None
 
 
 def test_bit_field_l1():
@@ -240,6 +286,41 @@ def test_gpu_walk_times_hits_and_misses(tmp_path, nvcc):
     # the lines touched once come back from the L2 (the calibration's misses)
     assert second < back <= first
     assert hit_threshold(lat[64:128], lat[128:192]) is not None
+
+
+@pytest.mark.gpu
+def test_gpu_overloaded_walk_misses_in_every_pass_and_a_small_one_never(tmp_path, nvcc):
+    # the premise of the eviction-set tests on the GPU: a cyclic walk of more lines than any
+    # L1 holds misses in each timed pass; one of a few dozen lines, after its first pass, not
+    from gpudissect.analysis.l1_decisions import overloaded
+    from gpudissect.backends.cuda import CudaBackend
+    from gpudissect.devices import detect_arch
+    from gpudissect.kernels import compile_kernel
+
+    arch = detect_arch(0)
+    compile_kernel(
+        REPO / "kernels/pointer_walk.cu", arch=arch, output=tmp_path / "pointer_walk.cubin"
+    )
+    big = np.arange(3000, dtype=np.int64) * 5
+    small = 20000 + np.arange(40, dtype=np.int64) * 3
+    tests = [
+        WalkTest(np.tile(big, 3), tuple(range(2 * 3000, 3 * 3000))),
+        WalkTest(np.tile(small, 4), tuple(range(2 * 40, 4 * 40))),
+    ]
+    launches = pack(
+        tests, window_bytes=1 << 24, line_bytes=128, shared_buffer_bytes=32768, carveout_pct=0
+    )
+    with CudaBackend(index=0, cubin_dir=tmp_path) as backend:
+        lat = np.concatenate([backend.run(launch.work).latency_cycles for launch in launches])
+    hits = lat[3000 : 3000 + 80]
+    threshold = (float(np.median(hits)) + float(np.median(lat[:3000]))) / 2
+    print(
+        f"3000-line walk: median {np.median(lat[:3000])} cycles, "
+        f"{int(np.sum(lat[:3000] > threshold))} misses; 40-line walk: median "
+        f"{np.median(hits)}, {int(np.sum(hits > threshold))} misses (threshold {threshold})"
+    )
+    assert overloaded(lat[:3000], threshold, 3000)
+    assert not overloaded(hits, threshold, 40)
 
 
 def test_a_reduction_past_its_test_budget_is_given_up():

@@ -147,6 +147,14 @@ def _tlbs_result_input(device: Any) -> dict[str, str]:
     return {"tlbs": f"results/analysis/{device.name}/tlbs.json"}
 
 
+def _l1_size_result_input(device: Any) -> dict[str, str]:
+    """The L1-set analysis caps its predicted walk capacities at the L1 size measured at the
+    same carveout, when measured."""
+    if not device.enabled("l1_size"):
+        return {}
+    return {"l1_size": f"results/analysis/{device.name}/l1_size.json"}
+
+
 def _stage1_result_input(device: Any) -> dict[str, str]:
     """Stage 2 (`caches`) sweeps and analyses the levels stage 1 found."""
     return {"cache_stage1": f"results/analysis/{device.name}/cache_stage1.json"}
@@ -318,6 +326,7 @@ _FAMILIES = (
         name="l1_sets",
         experiment="l1_sets",
         analyse="analysis.l1_sets:analyse",
+        analysis_inputs=_l1_size_result_input,
         table="analysis.l1_sets:figure_table",
         plot="plotting.l1_sets:plot_l1_sets",
         figures=("l1_sets_strides",),

@@ -31,3 +31,17 @@ def walk_hits(latency_cycles, threshold: float, miss_tolerance: int) -> bool:
     """Whether a cyclic walk's timed pass still hits: at most `miss_tolerance` misses (a timing
     outlier reads as a miss; an overflowing set misses with all its lines)."""
     return int(np.sum(evicted(latency_cycles, threshold))) <= miss_tolerance
+
+
+def overloaded(latency_cycles, threshold: float, lines: int) -> bool:
+    """Whether a cyclic walk of `lines` distinct lines overloads a set, from its timed passes
+    (whole passes of `lines` records each): a miss in every one. W + 1 lines of one W-way set
+    cannot all stay whatever the policy keeps, so each pass misses at least once (pigeonhole);
+    a walk that puts no more lines in any set than it has ways stops missing once its lines
+    are in (its first, untimed passes), whatever the sets held before. A trace of one timed
+    access per test (a target after its candidates) reads as that access's miss."""
+    miss = evicted(latency_cycles, threshold)
+    if len(miss) == 0:
+        return False
+    passes = max(len(miss) // lines, 1)
+    return bool(miss[: passes * lines].reshape(passes, -1).any(axis=1).all())

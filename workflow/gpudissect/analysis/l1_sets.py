@@ -3,7 +3,9 @@
 beside the one measured.
 
 Every decision is taken again from the trace: the hit/miss threshold from the calibration walk;
-a test's target was evicted when its timed access is above it. The index function is solved as
+an access missed when its latency is above it; an eviction-set or membership test overloaded a
+set when every timed pass of its cyclic walk missed (`l1_decisions.overloaded`; a trace of the
+older form, one timed target per test, reads as that target's miss). The index function is solved as
 a linear map over GF(2) (Maurice et al., RAID 2015): each probe vector v says "x0 ^ v is in x0's
 set" (M v = 0) or not (M v != 0). The members span a kernel K; the map is linear when no
 non-member lies in K (each one that does is an inconsistent equation); then the index matrix is
@@ -13,6 +15,7 @@ invertible relabelling of the set bits), and the sets are 2^rank.
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import numpy as np
@@ -23,7 +26,22 @@ from .l1_decisions import evicted, hit_threshold, walk_hits
 from .result import header, quantity, undetermined
 
 REDUCTION = ("pool", "reduce", "confirm")
-VERIFY = "the whole set evicts its target in every test; the set minus any one line never does"
+VERIFY = (
+    "the whole set, walked cyclically, misses in every timed pass in every test; the set minus "
+    "any one line never does"
+)
+
+
+def test_decisions(data: pd.DataFrame) -> pd.Series:
+    """Per test (of the rows given, with `evicted`): overloaded, i.e. every timed pass of
+    `set_lines` records has a miss (`l1_decisions.overloaded`, vectorised); a test of one timed
+    access reads as that access's miss."""
+    if data.empty:
+        return pd.Series(dtype=bool)
+    lines = data["set_lines"].clip(lower=1).astype(np.int64)
+    passes = data["access"].astype(np.int64) // lines
+    per_pass = data["evicted"].groupby([data["test"], passes]).any()
+    return per_pass.groupby(level=0).all()
 
 
 def _threshold(data: pd.DataFrame) -> float | None:
@@ -44,17 +62,27 @@ def _threshold(data: pd.DataFrame) -> float | None:
 
 
 def eviction_sets(data: pd.DataFrame) -> list[dict[str, Any]]:
-    """Per target: the size of its reduced eviction set and whether the verification held."""
+    """Per target: the lines of its reduced set, the ways they show (a minimal overloaded set
+    holds W + 1 lines; an eviction set of the older form, timed target apart, W) and whether
+    the verification held."""
     out = []
     for j, rows in data[data["kind"].isin(["verify_full", "verify_drop"])].groupby("subject"):
         full = rows[rows["kind"] == "verify_full"]
         drop = rows[rows["kind"] == "verify_drop"]
+        decided = test_decisions(rows)
+        lines = int(full["set_lines"].iloc[0]) if len(full) else None
+        walked = bool(len(full)) and full.groupby("test").size().min() >= lines
         out.append(
             {
                 "target": int(j),
                 "address_bytes": int(full["address_bytes"].iloc[0]) if len(full) else None,
-                "lines": int(full["set_lines"].iloc[0]) if len(full) else None,
-                "verified": bool(len(full) and full["evicted"].all() and not drop["evicted"].any()),
+                "lines": lines,
+                "ways": None if lines is None else lines - int(walked),
+                "verified": bool(
+                    len(full)
+                    and decided[full["test"].unique()].all()
+                    and not decided[drop["test"].unique()].any()
+                ),
                 "reduction_tests": int(
                     data.loc[
                         (data["subject"] == j) & data["kind"].isin(REDUCTION), "test"
@@ -66,7 +94,7 @@ def eviction_sets(data: pd.DataFrame) -> list[dict[str, Any]]:
 
 
 def _ways(sets: list[dict[str, Any]]) -> dict[str, Any]:
-    sizes = [s["lines"] for s in sets if s["verified"]]
+    sizes = [s["ways"] for s in sets if s["verified"]]
     if not sizes:
         return undetermined("no eviction set passed its verification (" + VERIFY + ")")
     values, counts = np.unique(sizes, return_counts=True)
@@ -75,18 +103,21 @@ def _ways(sets: list[dict[str, Any]]) -> dict[str, Any]:
         [w],
         unit="lines",
         confidence=float(counts.max()) / len(sets),
-        method="size of minimal eviction sets found by group testing (Vila et al., S&P 2019); "
-        + VERIFY,
-        evidence=f"verified sets of {sizes} lines at {len(sizes)} of {len(sets)} targets",
+        method="minimal sets whose cyclic walk overloads one set (W + 1 lines), found by group "
+        "testing (Vila et al., S&P 2019); " + VERIFY,
+        evidence=f"verified sets showing {sizes} ways at {len(sizes)} of {len(sets)} targets",
     )
 
 
 def equations(data: pd.DataFrame) -> pd.DataFrame:
-    """One row per probe vector and target: member when every test of it evicted."""
+    """One row per probe vector and target: member when every test of it overloaded a set."""
     rows = data[data["kind"].isin(["member", "member_check"])]
     if rows.empty:
         return pd.DataFrame(columns=["subject", "vector", "member", "tests"])
-    g = rows.groupby(["subject", "detail"])["evicted"]
+    decided = test_decisions(rows)
+    tests = rows.groupby("test")[["subject", "detail"]].first()
+    tests["member"] = decided.reindex(tests.index).to_numpy()
+    g = tests.groupby(["subject", "detail"])["member"]
     out = pd.DataFrame({"member": g.all(), "tests": g.size()}).reset_index()
     return out.rename(columns={"detail": "vector"})
 
@@ -169,9 +200,11 @@ def _policy(data: pd.DataFrame) -> dict[str, Any]:
     victims = {}
     for seq in (0, 1):
         f = frac.loc[seq] if seq in frac.index.get_level_values(0) else pd.Series(dtype=float)
+        # the victim is gone in at least 3 of 4 repeats, every other line in at most 1 of 4:
+        # one timing outlier (a hit read above the threshold) does not hide the victim
         strong = f[f >= 0.75]
         victims[seq] = (
-            int(strong.index[0]) if len(strong) == 1 and (f < 0.25).sum() == len(f) - 1 else None
+            int(strong.index[0]) if len(strong) == 1 and (f <= 0.25).sum() == len(f) - 1 else None
         )
     per_test = rows.groupby("test")["evicted"].first()
     evidence = (
@@ -273,8 +306,19 @@ def analyse(
     else:
         model = _index(doc, l1, solve(eq, bits), bits, ways_q["value"][0], data, eq)
     l1["policy"] = _policy(data) if ways_q["value"] is not None else undetermined("no ways")
-    tolerance = int(provenance.get("config", {}).get("parameters", {}).get("miss_tolerance", 2))
-    doc["stride_validation"] = _validation(data, threshold, tolerance, model, line_bytes)
+    params = provenance.get("config", {}).get("parameters", {})
+    tolerance = int(params.get("miss_tolerance", 2))
+    data_lines = _data_lines(inputs, doc["carveout_pct"], params.get("shared_buffer_bytes"))
+    doc["stride_validation"] = _validation(
+        data,
+        threshold,
+        tolerance,
+        model,
+        line_bytes,
+        data_lines,
+        float(params.get("capacity_tolerance", 0.05)),
+        l1.get("sets", {}).get("value"),
+    )
     doc["tests"] = {k: int(v) for k, v in data.groupby("kind")["test"].nunique().items()}
     doc["launches"] = int(data["point"].nunique())
     return doc
@@ -382,37 +426,103 @@ def _index(doc, l1, sol, bits, ways, data, eq):
     return linear_labels(sol["masks"]), ways
 
 
-def _validation(data, threshold, tolerance, model, line_bytes) -> dict[str, Any]:
+def _data_lines(inputs, carveout, shared_buffer_bytes) -> dict[str, Any] | None:
+    """The L1 size `l1_size` measured at this sweep's carveout and shared buffer, in bytes, with
+    where it comes from; None without that document or series."""
+    source = (inputs or {}).get("l1_size")
+    if not source:
+        return None
+    with open(source) as f:
+        doc = json.load(f)
+    want = None if carveout is None else carveout[0]
+    for series in doc.get("series", []):
+        c = series.get("carveout_pct")
+        if want is not None and c is not None and c != want:
+            continue
+        if shared_buffer_bytes is not None and series.get("shared_buffer_bytes") not in (
+            None,
+            shared_buffer_bytes,
+        ):
+            continue
+        size = (series.get("l1d") or {}).get("size_bytes") or {}
+        if size.get("value") is not None:
+            return {
+                "bytes": int(size["value"]),
+                "carveout_pct": c,
+                "shared_buffer_bytes": series.get("shared_buffer_bytes"),
+            }
+    return None
+
+
+def _validation(
+    data,
+    threshold,
+    tolerance,
+    model,
+    line_bytes,
+    data_lines=None,
+    capacity_tolerance=0.05,
+    sets=None,
+) -> dict[str, Any]:
+    """Per stride the measured capacity beside the prediction: the first walk that puts more
+    than W lines in one set (exact), or, where no set overflows before the L1's data array is
+    full (`data_lines`, the L1 size `l1_size` measured at the same carveout and buffer), that
+    size (within `capacity_tolerance` of it, at most `tolerance` lines above)."""
     table = stride_table(data, threshold, tolerance)
     if table.empty:
         return undetermined("no stride walks in the trace")
+    cap = None if data_lines is None else data_lines["bytes"] // line_bytes
     rows = []
     for r in table.itertuples():
-        pred = None
+        pred, limit, agree = None, None, None
         if model is not None:
             pred = predict_capacity(model[0], model[1], r.stride_lines, line_bytes, r.top_lines)
+            limit = "set"
+            agree = pred == r.measured_lines
+            if cap is not None and pred > cap:
+                pred, limit = cap, "data"
+                agree = cap * (1 - capacity_tolerance) <= r.measured_lines <= cap + tolerance
         rows.append(
             {
                 "stride_lines": r.stride_lines,
                 "measured_lines": r.measured_lines,
                 "predicted_lines": pred,
+                "limited_by": limit,
                 "top_lines": r.top_lines,
                 "monotone": bool(r.monotone),
-                "agree": None if pred is None else pred == r.measured_lines,
+                "agree": agree,
             }
         )
     out: dict[str, Any] = {"strides": rows, "miss_tolerance": tolerance}
+    if data_lines is not None:
+        out["data_lines"] = {**data_lines, "lines": cap, "source": "l1_size"}
     if model is None:
         out["agree"] = undetermined("no index model (linear or modulo) to predict from")
     else:
         good = sum(r["agree"] for r in rows)
+        by = {k: [r for r in rows if r["limited_by"] == k] for k in ("set", "data")}
+        evidence = (
+            f"{good} of {len(rows)} strides agree; {sum(r['agree'] for r in by['set'])} of "
+            f"{len(by['set'])} where a set overflows first (exact)"
+        )
+        if by["data"]:
+            got = [r["measured_lines"] for r in by["data"]]
+            evidence += (
+                f"; {sum(r['agree'] for r in by['data'])} of {len(by['data'])} where no set "
+                f"overflows before the data array holds the L1 size l1_size measured ({cap} "
+                f"lines): {min(got)}-{max(got)} lines, within {capacity_tolerance:.0%} "
+                f"below it and {tolerance} above"
+            )
+        sets_ways = "" if sets is None else f" (sets x ways: {sets * model[1]} lines)"
         out["agree"] = quantity(
             good == len(rows),
             unit=None,
             confidence=good / len(rows),
             method="largest cyclic walk that hits at each stride (bisection, at most "
-            f"{tolerance} misses in the timed pass) against sets x ways under the index map",
-            evidence=f"{good} of {len(rows)} strides agree",
+            f"{tolerance} misses in the timed pass) against the first walk that puts more "
+            "than W lines in one set under the index map, or the L1 size where the data "
+            f"array fills first{sets_ways}",
+            evidence=evidence,
         )
     return out
 

@@ -12,18 +12,22 @@ the trace; `kind` names the phase):
 2. `stride`: per stride of k lines (k = 1..`max_stride_lines`), the largest cyclic walk of N
    lines at that stride (from the window's first line; `walk_passes` passes, the last one
    timed) that still hits, by bisection over N up to `max_footprint_lines`.
-3. `pool`, `reduce`, `confirm`, `verify_full`, `verify_drop`: per target line (`targets`
-   random lines), a minimal eviction set by group testing (Vila et al., IEEE S&P 2019): from a
-   random pool of `pool_factor` times the stride-1 capacity, split the candidates into G groups
-   and drop a group whose removal keeps the target evicted (test: target, candidates
-   `candidate_passes` times, target timed); with no group removable, G doubles, until single
-   lines are left and none can go. The set is then verified (the whole set evicts, each set
-   minus one line does not). Its size is the number of ways.
+3. `pool`, `reduce`, `confirm`, `verify_full`, `verify_drop`: per target (`targets`), a
+   minimal overloaded set by group testing (the reduction of Vila et al., IEEE S&P 2019): from
+   a random pool of `pool_factor` times the stride-1 capacity, split the candidates into G
+   groups and drop a group whose removal keeps the walk overloaded; with no group removable,
+   G doubles, until single lines are left and none can go. A test walks its lines cyclically
+   `set_passes` times and times the last `timed_passes`; it is overloaded when every timed
+   pass misses (`analysis.l1_decisions.overloaded`): W + 1 lines of one W-way set miss in
+   every pass whatever the replacement policy keeps, so the test needs no assumption about
+   the policy or about what earlier tests left in the cache, as a target timed after its
+   candidates does. The set is then verified (the whole set is overloaded, each set minus one
+   line is not). Its lines are W + 1 of one set: the ways, and the target x0 (its first line).
 4. `member`: the index function's kernel at the first verified target x0 (Maurice et al., RAID
-   2015): a line x0 ^ v (v over the window's address bits above the line) is in x0's set when W
-   lines of that set evict it; single bits, then pairs, then random vectors outside the span of
-   the members found, until `stop_factor` * 2^(bits - dimension) vectors in a row are not.
-   A probe that reads a member is tested twice.
+   2015): a line x0 ^ v (v over the window's address bits above the line) is in x0's set when
+   it overloads a walk with W known lines of that set; single bits, then pairs, then random
+   vectors outside the span of the members found, until `stop_factor` * 2^(bits - dimension)
+   vectors in a row are not. A probe that reads a member is tested twice.
 5. `member_check`: predictions of the linear map: random vectors of the span at x0 and at the
    other targets (members), and random vectors outside it at the other targets (not members).
 6. `policy`: W + 1 lines a_0..a_W of x0's set after flushing the set with W others: fill
@@ -44,7 +48,7 @@ import pandas as pd
 import pyarrow as pa
 
 from ..analysis import gf2
-from ..analysis.l1_decisions import evicted, hit_threshold, walk_hits
+from ..analysis.l1_decisions import hit_threshold, overloaded, walk_hits
 from ..backends.base import Backend
 from ..config import DeviceEntry
 from ..exceptions import ConfigError
@@ -89,7 +93,8 @@ class L1SetsParams:
     targets: int
     pool_factor: float
     max_pool_lines: int
-    candidate_passes: int
+    set_passes: int
+    timed_passes: int
     initial_groups: int
     probe_batch: int
     max_probes: int
@@ -119,10 +124,15 @@ def parse_params(section: dict, key: str) -> L1SetsParams:
             f"{key}.window_bytes: {p.window_bytes} cannot hold the longest stride walk ({span} "
             f"bytes) or twice the largest pool; allowed: a larger window"
         )
-    if p.walk_passes > p.line_bytes // 8 or p.candidate_passes * 2 > p.line_bytes // 8:
+    if max(p.walk_passes, p.set_passes) > p.line_bytes // 8:
         raise ConfigError(
-            f"{key}.walk_passes/candidate_passes: a line has {p.line_bytes // 8} words, one per "
+            f"{key}.walk_passes/set_passes: a line has {p.line_bytes // 8} words, one per "
             "visit in a launch; allowed: fewer passes"
+        )
+    if p.timed_passes >= p.set_passes:
+        raise ConfigError(
+            f"{key}.timed_passes: {p.timed_passes}; allowed: fewer than set_passes "
+            f"({p.set_passes}): the first pass brings the lines in untimed"
         )
     return p
 
@@ -188,17 +198,21 @@ class _Driver:
         self.tests += len(tests)
         return out
 
-    def evictions(self, target: int, sets: list[np.ndarray], kind: str, meta) -> np.ndarray:
-        """For each candidate set: target, the set `candidate_passes` times, target timed."""
-        tests = [
-            WalkTest(
-                np.concatenate([[target], np.tile(s, self.p.candidate_passes), [target]]),
-                (len(s) * self.p.candidate_passes + 1,),
+    def overloads(self, sets: list[np.ndarray], kind: str, meta) -> np.ndarray:
+        """For each line set: walked cyclically `set_passes` times, the last `timed_passes`
+        timed (as many as the shared buffer holds, at least one): overloaded?"""
+        limit = max_records(self.p.shared_buffer_bytes)
+        tests = []
+        for s in sets:
+            n, passes = len(s), self.p.set_passes
+            timed = max(min(self.p.timed_passes, limit // max(n, 1)), 1)
+            tests.append(
+                WalkTest(np.tile(s, passes), tuple(range((passes - timed) * n, passes * n)))
             )
-            for s in sets
-        ]
         lat = self.run(tests, kind, meta)
-        return np.array([bool(evicted(x, self.threshold)[0]) for x in lat])
+        return np.array(
+            [overloaded(x, self.threshold, len(s)) for x, s in zip(lat, sets, strict=True)]
+        )
 
     def random_lines(self, n: int, exclude: set[int]) -> np.ndarray:
         out: list[int] = []
@@ -255,16 +269,20 @@ class _Driver:
                 hi = mid
         return lo
 
-    def eviction_set(self, j: int, target: int, pool_lines: int) -> np.ndarray | None:
+    def eviction_set(self, j: int, pool_lines: int) -> np.ndarray | None:
+        """A minimal overloaded set (W + 1 lines of one set) reduced from a random pool, or
+        None when no pool up to `max_pool_lines` (and one timed pass of the shared buffer)
+        overloads or the reduction runs out of tests."""
         p = self.p
-        size = pool_lines
+        top = min(p.max_pool_lines, max_records(p.shared_buffer_bytes))
+        size = min(pool_lines, top)
         while True:
-            pool = self.random_lines(min(size, p.max_pool_lines), {target})
-            if self.evictions(target, [pool], "pool", [(j, 0, len(pool))])[0]:
+            pool = self.random_lines(size, set())
+            if self.overloads([pool], "pool", [(j, 0, len(pool))])[0]:
                 break
-            if size >= p.max_pool_lines:
+            if size >= top:
                 return None
-            size = int(size * 1.5)
+            size = min(int(size * 1.5), top)
         s, groups, rnd = pool, p.initial_groups, 0
         first_test = self.tests
         while True:
@@ -274,14 +292,12 @@ class _Driver:
             g = min(groups, len(s))
             parts = np.array_split(np.arange(len(s)), g)
             rest = [np.delete(s, part) for part in parts]
-            res = self.evictions(
-                target, rest, "reduce", [(j, rnd * 4096 + i, len(r)) for i, r in enumerate(rest)]
+            res = self.overloads(
+                rest, "reduce", [(j, rnd * 4096 + i, len(r)) for i, r in enumerate(rest)]
             )
             chosen = None
             for i in np.flatnonzero(res):
-                if self.evictions(
-                    target, [rest[i]], "confirm", [(j, rnd * 4096 + i, len(rest[i]))]
-                )[0]:
+                if self.overloads([rest[i]], "confirm", [(j, rnd * 4096 + i, len(rest[i]))])[0]:
                     chosen = i
                     break
             if chosen is not None:
@@ -291,11 +307,10 @@ class _Driver:
             else:
                 groups = min(2 * groups, len(s))
 
-    def verify(self, j: int, target: int, s: np.ndarray) -> bool:
-        full = self.evictions(target, [s] * 3, "verify_full", [(j, 0, len(s))] * 3)
+    def verify(self, j: int, s: np.ndarray) -> bool:
+        full = self.overloads([s] * 3, "verify_full", [(j, 0, len(s))] * 3)
         drops = [np.delete(s, i) for i in range(len(s))]
-        dropped = self.evictions(
-            target,
+        dropped = self.overloads(
             drops + drops,
             "verify_drop",
             [(j, i % len(s), len(s) - 1) for i in range(2 * len(s))],
@@ -312,27 +327,29 @@ class _Driver:
         while True:
             yield int(self.rng.integers(1, 1 << len(bits))) << lo
 
-    def class_tests(self, x: int, members: list[int], ways: int, at: int) -> WalkTest:
-        """x, `ways` known members of the set other than x (taken in turn from `at`), x timed."""
-        pick = [m for m in members if m != x]
-        ev = [pick[(at + i) % len(pick)] for i in range(ways)]
-        return WalkTest(np.array([x, *ev, x], dtype=np.int64), (ways + 1,))
-
     def membership(self, j, x0, members, vs, ways, kind) -> list[bool]:
+        """Whether each x0 ^ v is in x0's set: it walked first, then `ways` known lines of the
+        set other than it (taken in turn), overloads."""
         shift = self.p.line_bytes.bit_length() - 1
-        tests = [self.class_tests(x0 ^ (v >> shift), members, ways, i) for i, v in enumerate(vs)]
-        lat = self.run(tests, kind, [(j, v, ways) for v in vs])
-        return [bool(evicted(x, self.threshold)[0]) for x in lat]
+        sets = []
+        for i, v in enumerate(vs):
+            y = x0 ^ (v >> shift)
+            pick = [m for m in members if m != y]
+            sets.append(
+                np.array([y, *(pick[(i + k) % len(pick)] for k in range(ways))], dtype=np.int64)
+            )
+        return self.overloads(sets, kind, [(j, v, ways + 1) for v in vs]).tolist()
 
     def kernel(self, x0: int, evset: np.ndarray) -> tuple[gf2.Basis, list[int]]:
-        """The kernel's basis and the lines found (and confirmed) in x0's set."""
+        """The kernel's basis and the lines found (and confirmed) in x0's set (`evset`: a
+        minimal overloaded set, x0 its first line)."""
         p = self.p
         shift = p.line_bytes.bit_length() - 1
         bits = list(range(shift, p.window_bytes.bit_length() - 1))
         basis = gf2.Basis()
-        members = [x0, *evset.tolist()]
-        ways = len(evset)
-        first = [(int(e) ^ x0) << shift for e in evset]
+        members = evset.tolist()
+        ways = len(evset) - 1
+        first = [(int(e) ^ x0) << shift for e in evset[1:]]
         stream = self.probe_stream(bits, basis, first)
         structured = len(first) + len(bits) + len(bits) * (len(bits) - 1) // 2
         probes = since_new = 0
@@ -365,7 +382,7 @@ class _Driver:
         shift = p.line_bytes.bit_length() - 1
         bits = p.window_bytes.bit_length() - 1 - shift
         for j, x, evset in sets:
-            members = [x, *evset.tolist()]
+            members = evset.tolist()
             vs = [basis.random_member(self.rng) for _ in range(p.check_probes)] if basis.dim else []
             if j > 0:
                 while len(vs) < 2 * p.check_probes:
@@ -374,7 +391,7 @@ class _Driver:
                         vs.append(v)
             vs = [v for v in vs if v]
             if vs:
-                hit = self.membership(j, x, members, vs, len(evset), "member_check")
+                hit = self.membership(j, x, members, vs, len(evset) - 1, "member_check")
                 if j == 0:
                     found += [x ^ (v >> shift) for v, h in zip(vs, hit, strict=True) if h]
         return found
@@ -436,10 +453,9 @@ def _phases(d: _Driver, p: L1SetsParams, progress) -> None:
     found: list[tuple[int, int, np.ndarray]] = []
     pool = max(int(p.pool_factor * capacity[1]), 16)
     for j in range(p.targets):
-        target = int(d.random_lines(1, set())[0])
-        s = d.eviction_set(j, target, pool)
-        if s is not None and d.verify(j, target, s):
-            found.append((j, target, s))
+        s = d.eviction_set(j, pool)
+        if s is not None and d.verify(j, s):
+            found.append((j, int(s[0]), s))
     done(2)
     if not found:
         return
@@ -447,7 +463,7 @@ def _phases(d: _Driver, p: L1SetsParams, progress) -> None:
     basis, members = d.kernel(x0, e0)
     members += d.checks(basis, found)
     done(3)
-    d.policy(len(e0), members)
+    d.policy(len(e0) - 1, members)
     done(4)
 
 

@@ -48,12 +48,15 @@ def l1_sets_section(doc: dict[str, Any], figures: list[str]) -> list[str]:
             f"Capacity of a cyclic walk per stride, predicted beside measured: {_cell(agree)}; "
             + (agree.get("evidence") or agree.get("undetermined") or ""),
             "",
-            "| stride (lines) | measured (lines) | predicted (lines) | agree |",
-            "| --- | --- | --- | --- |",
+            "| stride (lines) | measured (lines) | predicted (lines) | limited by | agree |",
+            "| --- | --- | --- | --- | --- |",
         ]
         for r in rows:
             top = "≥ " if r["measured_lines"] >= r["top_lines"] else ""
             pred = "—" if r["predicted_lines"] is None else r["predicted_lines"]
             ok = "—" if r["agree"] is None else ("yes" if r["agree"] else "**no**")
-            lines.append(f"| {r['stride_lines']} | {top}{r['measured_lines']} | {pred} | {ok} |")
+            limit = {"set": "a set", "data": "the data array"}.get(r.get("limited_by"), "—")
+            lines.append(
+                f"| {r['stride_lines']} | {top}{r['measured_lines']} | {pred} | {limit} | {ok} |"
+            )
     return lines + [""]
