@@ -30,7 +30,17 @@ def plot_l1_sets(data: pd.DataFrame, doc: dict, *, table: pd.DataFrame) -> dict:
     )
     ax.set(xlabel="stride (lines)", ylabel="largest cyclic walk that hits (lines)")
     ax.legend(fontsize=8)
-    agree = (doc.get("stride_validation") or {}).get("agree") or {}
-    note = agree.get("evidence") or agree.get("undetermined") or ""
-    fig.suptitle(f"{doc.get('device', '')}: L1 capacity per stride, model against walks ({note})")
+    v = doc.get("stride_validation") or {}
+    agree = v.get("agree") or {}
+    # the first clause of the evidence ("N of M strides agree"); the rest is in the document
+    note = (agree.get("evidence") or agree.get("undetermined") or "").split(";")[0]
+    l1 = (doc.get("elements") or {}).get("l1d") or {}
+    ways = (l1.get("ways_per_set") or {}).get("value")
+    sets = (l1.get("sets") or {}).get("value")
+    model = f"{ways[0]} ways x {sets} sets, " if ways and sets else ""
+    data_lines = (v.get("data_lines") or {}).get("lines")
+    if data_lines:
+        model += f"data array {data_lines} lines, "
+    title = f"{doc.get('device', '')}: L1 capacity per stride, model against walks"
+    fig.suptitle(f"{title}\n({model}{note})" if note else title, fontsize=10)
     return {FIGURE: fig}
