@@ -179,6 +179,24 @@ def test_the_l1_size_of_the_sweeps_carveout_and_buffer_is_the_one_read(tmp_path)
     assert _data_lines({}, [0], 16384) is None
 
 
+def test_hashed_scan_resistant_l1():
+    # tests/data/unseen_l1_hashed_srrip.yaml: 4 ways, 64 sets, set bit k = a(7+k) ^ a(13+k) ^
+    # a(20-k), SRRIP with hit priority: lines that hit outlive lines touched once, so a target
+    # timed after its candidates depends on what the tests before left; the overload test
+    # does not
+    doc = _doc("unseen_l1_hashed_srrip.yaml", max_footprint_lines=320, max_pool_lines=1024)
+    l1 = doc["elements"]["l1d"]
+    assert l1["ways_per_set"]["value"] == [4]
+    assert all(s["verified"] for s in doc["eviction_sets"])
+    assert l1["sets"]["value"] == 64
+    masks = [int(m, 16) for m in doc["index_function"]["masks"]["value"]]
+    truth = [(1 << (7 + k)) | (1 << (13 + k)) | (1 << (20 - k)) for k in range(6)]
+    assert gf2.same_row_space(masks, truth)
+    assert doc["stride_validation"]["agree"]["value"] is True
+    # LRU's victims in the first two sequences, but a_0, hit once, outlives W new lines
+    assert l1["policy"]["value"] == "srrip"
+
+
 def test_bit_field_l1():
     # tests/data/unseen_l1_bits.yaml: 4 ways, 16 sets, set = address bits 7-10. Stride 2
     # lines reaches the 8 even sets (32 lines), 16 lines one set (4 lines)
@@ -239,6 +257,11 @@ def _policy_trace(victims: dict[int, list[float]]) -> pd.DataFrame:
         # a2, a3, and in it away from a3 (used last): a2
         ({0: [1, 0, 0, 0, 0], 1: [0, 0, 1, 0, 0]}, "plru"),
         ({0: [0.25, 0.25, 0.25, 0.25, 0], 1: [0.25, 0.5, 0, 0.25, 0]}, "random"),
+        # the third sequence: a_0 hit again, W new lines, a_0 timed
+        ({0: [1, 0, 0, 0, 0], 1: [0, 1, 0, 0, 0], 2: [1]}, "lru"),
+        ({0: [1, 0, 0, 0, 0], 1: [0, 1, 0, 0, 0], 2: [0]}, "srrip"),
+        ({0: [1, 0, 0, 0, 0], 1: [1, 0, 0, 0, 0], 2: [0]}, "non-lru"),
+        ({0: [1, 0, 0, 0, 0], 1: [0, 1, 0, 0, 0], 2: [0.5]}, "non-lru"),
     ],
 )
 def test_policy_from_which_line_went(victims, policy):

@@ -122,6 +122,7 @@ CROSS_CHECK = [
         2,
     ),
     ({"kind": "lru"}, [5, 3, 4], {"kind": "bits"}, 128, 0),
+    ({"kind": "srrip"}, [4, 3, 4, 2] * 2, {"kind": "xor", "masks": [0x120, 0x240, 0x480]}, 32, 1),
 ]
 
 

@@ -12,6 +12,7 @@ from gpudissect.sim.policies import (
     LruPolicy,
     PolicySpec,
     RandomPolicy,
+    SrripPolicy,
     TreePlruPolicy,
     WeightedRandomPolicy,
 )
@@ -50,6 +51,23 @@ def test_tree_plru():
     assert p.victim() == 2
     p.touch(2)  # root -> left; node 2 points away from 0 -> 1
     assert p.victim() == 1
+
+
+def test_srrip_keeps_a_line_that_hit_past_lines_touched_once():
+    p = SrripPolicy(ways=4)
+    for w in (0, 1, 2, 3):
+        p.insert(w)  # all predicted distant (2)
+    p.touch(0)  # way 0 near (0)
+    # no way at 3: every way ages once (0 -> 1, 2 -> 3); the first at 3 is way 1
+    assert p.victim() == 1
+    p.insert(1)  # the new line: 2
+    assert p.victim() == 2  # ways 2, 3 still at 3
+    p.insert(2)
+    assert p.victim() == 3
+    p.insert(3)
+    # ways 1-3 at 2, way 0 at 1: one more ageing puts 1-3 at 3 first; way 0 (hit) stays
+    assert p.victim() == 1
+    assert p.rrpv[0] == 2
 
 
 def test_random_stays_in_range_and_uses_all_ways():

@@ -207,15 +207,23 @@ def _policy(data: pd.DataFrame) -> dict[str, Any]:
             int(strong.index[0]) if len(strong) == 1 and (f <= 0.25).sum() == len(f) - 1 else None
         )
     per_test = rows.groupby("test")["evicted"].first()
+    # sequence 2 (where run): the share of tests in which a_0, hit once, was gone after W new
+    # lines; None, or None when it is neither clearly gone nor clearly kept
+    scan = float(frac.loc[(2, 0)]) if (2, 0) in frac.index else None
     evidence = (
         "fraction of tests in which a_i was gone, by position: fill "
         f"{frac.loc[0].round(2).tolist()}"
-        f"; fill with a_0 hit again {frac.loc[1].round(2).tolist()} ({len(per_test)} tests)"
+        f"; fill with a_0 hit again {frac.loc[1].round(2).tolist()}"
+        + ("" if scan is None else f"; a_0 hit again, then W new lines: gone in {scan:.2f}")
+        + f" ({len(per_test)} tests)"
     )
     method = (
         "flush the set with W lines (twice), fill a_0..a_{W-1} (again a_0 in the second "
         "sequence), bring a_W, time one a_i: LRU loses a_0 then a_1; FIFO a_0 both times; "
-        "tree-PLRU a_0 then the line its tree points to; random: no fixed victim"
+        "tree-PLRU a_0 then the line its tree points to; random: no fixed victim. Third "
+        "sequence: fill, a_0 again, W new lines, time a_0: LRU, FIFO and tree-PLRU lose it; "
+        "SRRIP with hit priority (Jaleel et al., ISCA 2010), which loses a_0 then a_1 in the "
+        "first two, keeps it"
     )
     if victims[0] is None or victims[1] is None:
         spread = frac.loc[0]
@@ -232,9 +240,16 @@ def _policy(data: pd.DataFrame) -> dict[str, Any]:
         name = "plru"
     else:
         name = "non-lru"
+    kept = scan is not None and scan <= 0.25
+    if kept:
+        name = "srrip" if name == "lru" else "non-lru"
+    elif scan is not None and scan < 0.75 and name != "non-lru":
+        name = "non-lru"  # a_0 neither clearly kept nor clearly lost after the new lines
     # how sharply the tests single out the victims: 1 - mean distance from the 0/1 pattern
     expect = pd.Series(
-        [float(i == victims[seq]) for seq, i in frac.index], index=frac.index, dtype=float
+        [float(not kept) if seq == 2 else float(i == victims[seq]) for seq, i in frac.index],
+        index=frac.index,
+        dtype=float,
     )
     conf = 1 - float((frac - expect).abs().mean())
     return quantity(name, unit=None, confidence=conf, method=method, evidence=evidence)

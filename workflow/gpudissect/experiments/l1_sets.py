@@ -32,6 +32,8 @@ the trace; `kind` names the phase):
    other targets (members), and random vectors outside it at the other targets (not members).
 6. `policy`: W + 1 lines a_0..a_W of x0's set after flushing the set with W others: fill
    a_0..a_{W-1} (sequence 1 hits a_0 again), then a_W, then time one a_i: which line went.
+   Sequence 2 (with 3W lines of the set known): fill, a_0 again, W new lines, time a_0: gone
+   under LRU, FIFO and tree-PLRU, kept by a policy that protects lines that hit (SRRIP).
 
 Every timed access is a row; the analysis takes every decision again from the trace.
 """
@@ -416,6 +418,15 @@ class _Driver:
                     walk = np.array(flush + flush + fill + [a[i]], dtype=np.int64)
                     tests.append(WalkTest(walk, (len(walk) - 1,)))
                     meta.append((seq, i, ways))
+        if len(lines) >= 3 * ways:
+            # sequence 2: a_0..a_{W-1}, a_0 again, then W new lines b_0..b_{W-1}, time a_0:
+            # LRU, FIFO and tree-PLRU lose it; a policy that keeps a line that hit over lines
+            # touched once (SRRIP) keeps it
+            b = [a[ways], *lines[2 * ways + 1 : 3 * ways]]
+            for _ in range(p.policy_repeats):
+                walk = np.array(flush + flush + a[:ways] + [a[0]] + b + [a[0]], dtype=np.int64)
+                tests.append(WalkTest(walk, (len(walk) - 1,)))
+                meta.append((2, 0, ways))
         self.run(tests, "policy", meta)
 
 

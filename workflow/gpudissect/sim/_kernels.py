@@ -36,7 +36,8 @@ C_COALESCE = 13  # TLB levels: log2 of the pages one entry covers when physicall
 NCOL = 14
 # index kinds (see indexing.py) and policy codes (see policies.py)
 MODULO, MASKS, TABLE = 0, 1, 2
-LRU, FIFO, RANDOM, PLRU, WEIGHTED = 0, 1, 2, 3, 4
+LRU, FIFO, RANDOM, PLRU, WEIGHTED, SRRIP = 0, 1, 2, 3, 4, 5
+RRPV_MAX = 3  # SRRIP: 2-bit re-reference prediction values
 HIT, MISS = 0, 1
 # columns of a path array (one row per cache of the path, nearest first) and its flag bits;
 # P_STRUCT is the structure of copy 0 of the cache, its P_NINST copies follow it (cache.py)
@@ -177,6 +178,9 @@ def _touch(par, s, sets, row, lines, i, way, clk, inserting):
         lines[i, 1] = clk[s]
     elif pol == PLRU:
         sets[row, 2] = _plru_point_away(sets[row, 2], sets[row, 1], way)
+    elif pol == SRRIP:
+        # a fill is predicted a long re-reference interval, a hit a near one (hit priority)
+        lines[i, 1] = RRPV_MAX - 1 if inserting else 0
 
 
 @njit(cache=True, _nrt=False, inline="always")
@@ -193,6 +197,14 @@ def _victim(par, s, sets, row, lines, wcum, rng):
             if lines[base + w, 1] < stamp:
                 best, stamp = w, lines[base + w, 1]
         return best
+    if pol == SRRIP:
+        # the first way predicted re-referenced most distantly; none: every line ages a step
+        while True:
+            for w in range(ways):
+                if lines[base + w, 1] >= RRPV_MAX:
+                    return w
+            for w in range(ways):
+                lines[base + w, 1] += 1
     if pol == RANDOM:
         return min(np.int64(rng_uniform(rng, 0) * ways), ways - 1)
     if pol == WEIGHTED:

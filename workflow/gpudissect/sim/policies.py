@@ -22,6 +22,7 @@ POLICY_CODES = {
     "random": K.RANDOM,
     "plru": K.PLRU,
     "weighted_random": K.WEIGHTED,
+    "srrip": K.SRRIP,
 }
 POLICY_KINDS = tuple(POLICY_CODES)
 
@@ -147,6 +148,30 @@ class TreePlruPolicy(Policy):
         return node - self.ways
 
 
+class SrripPolicy(Policy):
+    """Static re-reference interval prediction with hit priority (Jaleel et al., ISCA 2010),
+    2-bit values: a filled line is predicted a long interval (2), a hit line a near one (0);
+    the victim is the first way at the most distant value (3), after ageing every way of the
+    set by one step as often as none is. Lines that hit outlive any number of lines touched
+    once (scan resistance)."""
+
+    def reset(self) -> None:
+        self.rrpv = [K.RRPV_MAX] * self.ways
+
+    def touch(self, way: int) -> None:
+        self.rrpv[way] = 0
+
+    def insert(self, way: int) -> None:
+        self.rrpv[way] = K.RRPV_MAX - 1
+
+    def victim(self) -> int:
+        while True:
+            for way, v in enumerate(self.rrpv):
+                if v >= K.RRPV_MAX:
+                    return way
+            self.rrpv = [v + 1 for v in self.rrpv]
+
+
 def make_policy(spec: PolicySpec, *, ways: int, rng=None) -> Policy:
     """A fresh per-set policy object; ``rng`` (``noise.Rng``) is needed by the random ones."""
     if spec.kind == "lru":
@@ -157,6 +182,8 @@ def make_policy(spec: PolicySpec, *, ways: int, rng=None) -> Policy:
         return TreePlruPolicy(ways=ways)
     if spec.kind == "random":
         return RandomPolicy(ways=ways, rng=rng)
+    if spec.kind == "srrip":
+        return SrripPolicy(ways=ways)
     if spec.kind == "weighted_random":
         return WeightedRandomPolicy(ways=ways, weights=spec.weights, rng=rng)
     raise ValueError(f"unknown policy {spec.kind!r}; allowed: {', '.join(POLICY_KINDS)}")

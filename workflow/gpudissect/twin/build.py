@@ -173,7 +173,7 @@ def _policy(b: TopologyReader, element: str, cache: dict, cite: dict, where: str
     uniform = "ways" in cache or len(set(cache["set_ways"])) == 1
     freq = b.value(element, "way_replacement_freq")
     measured = b.cite(element, "policy") if policy else ""
-    if policy in ("lru", "fifo", "random"):
+    if policy in ("lru", "fifo", "random", "srrip"):
         return {"kind": policy, "cite": {"kind": measured}}
     if policy == "plru" and uniform and ways & (ways - 1) == 0 and ways <= 32:
         return {"kind": "plru", "cite": {"kind": measured}}
