@@ -135,6 +135,8 @@ def test_every_sweep_ran_as_a_completed_slurm_job(runs):
             ran[sweep] = jobid
         for doc in re.findall(r"output: results/analysis/(\S+)\.json", text):
             analysed[doc] = jobid
+        # one job step ran them all: the job's Snakemake started one more, not one per sweep
+        assert len(re.findall(r"Command: .* --local-groupid ", text)) == 2, log
     assert expected <= set(ran), sorted(expected - set(ran))
     devices = {t.parent.name for t in traces}
     assert len(submitted) == len(devices) < len(expected)

@@ -230,6 +230,13 @@ def sweep_group(wildcards):
     # `group-components` counts per group name as a profile writes it (`sweeps`), as Snakemake
     # does for a group name with wildcards
     workflow.parent_groupids[group] = "sweeps"
+    # Inside the device's Slurm job, Snakemake (started with --local-groupid, without the
+    # profile's group-components) would split the job again into its connected components and
+    # start each as a job step of its own, an srun and a Snakemake start-up (2-3 s) per sweep
+    # that reads no analysis: the job's sweeps and analyses run as one job step instead.
+    settings = workflow.group_settings
+    if settings.local_groupid != "local" and "sweeps" not in settings.group_components:
+        settings.group_components = {**settings.group_components, "sweeps": sys.maxsize}
     if not workflow.local_exec:
         for slot in SWEEP_SLOTS.values():
             if slot not in workflow.global_resources:
