@@ -167,7 +167,8 @@ def _without_times(text: str) -> str:
 
 def test_cluster_run_costs_little_more_than_the_local_one(runs):
     local_s, slurm_s = runs["s"]
-    # queue waits and one Snakemake start-up per sweep job are the price; the goal is under
+    # a queue wait, two Snakemake start-ups and the status check's lag per device job are the
+    # price, and the analyses of a device's traces wait for its job to end; the goal is under
     # twice the local time, with a minute of slack for a loaded machine
     assert slurm_s < 2 * local_s + 60, (local_s, slurm_s)
 
