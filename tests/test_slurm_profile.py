@@ -124,19 +124,30 @@ def test_every_sweep_ran_as_a_completed_slurm_job(runs):
     traces = sorted((runs["slurm"] / "results/traces").rglob("*.parquet"))
     assert traces, "the run wrote no traces"
     expected = {f"{t.parent.name}/{t.stem}" for t in traces}
-    # the sweeps went as group jobs, one per device and stage (profiles/slurm: group-components
-    # sweeps); analyses, figures and the report are local rules: no Slurm job each
+    # the sweeps went as group jobs, one per device (profiles/slurm: group-components sweeps),
+    # with the analyses they read; the other analyses, figures and the report are local rules:
+    # no Slurm job each
     assert all(p.parent.name.startswith("group_sweeps_") for p in submitted.values()), submitted
-    ran = {}
+    ran, analysed = {}, {}
     for jobid, log in submitted.items():
-        for sweep in re.findall(r"output: results/traces/(\S+)\.parquet", log.read_text()):
+        text = log.read_text()
+        for sweep in re.findall(r"output: results/traces/(\S+)\.parquet", text):
             ran[sweep] = jobid
+        for doc in re.findall(r"output: results/analysis/(\S+)\.json", text):
+            analysed[doc] = jobid
+        # one job step ran them all: the job's Snakemake started one more, not one per sweep
+        assert len(re.findall(r"Command: .* --local-groupid ", text)) == 2, log
     assert expected <= set(ran), sorted(expected - set(ran))
     devices = {t.parent.name for t in traces}
-    assert len(submitted) <= 2 * len(devices) < len(expected)
+    assert len(submitted) == len(devices) < len(expected)
+    # the analyses that sweeps read (stage 1 of the caches, for stage 2) ran in the job of their
+    # device's sweeps, between the sweep that wrote the trace and those that read the result
+    assert analysed, "no analysis ran in a device's job"
+    assert all(ran[doc] == jobid for doc, jobid in analysed.items()), (analysed, ran)
     completed = set(re.findall(r"JobId=(\d+) .*?JobState=COMPLETED", JOBCOMP_LOG.read_text()))
     assert {ran[s] for s in expected} <= completed
     print(f"\nSlurm job ids of the sweeps: {dict(sorted(ran.items()))}")
+    print(f"Slurm job ids of the analyses in them: {dict(sorted(analysed.items()))}")
 
 
 def test_cluster_documents_equal_the_local_ones(runs):
@@ -156,7 +167,8 @@ def _without_times(text: str) -> str:
 
 def test_cluster_run_costs_little_more_than_the_local_one(runs):
     local_s, slurm_s = runs["s"]
-    # queue waits and one Snakemake start-up per sweep job are the price; the goal is under
+    # a queue wait, two Snakemake start-ups and the status check's lag per device job are the
+    # price, and the analyses of a device's traces wait for its job to end; the goal is under
     # twice the local time, with a minute of slack for a loaded machine
     assert slurm_s < 2 * local_s + 60, (local_s, slurm_s)
 

@@ -32,6 +32,25 @@ use rule analyze_trace as analyze_trace_with_table with:
 ruleorder: analyze_trace_with_table > analyze_trace
 
 
+# The same analysis, for the experiments whose result a sweep reads (FED_ANALYSES: stage 1 of the
+# caches, the TLBs): on a cluster run it runs inside its device's sweep job (group
+# `sweeps_<device>`, common.smk), between the sweep that writes its trace and the sweeps that
+# read it, so the device's sweeps need one job, not one before it and one after. A local run
+# runs it as any analysis.
+use rule analyze_trace as analyze_sweep_input with:
+    wildcard_constraints:
+        experiment=FED_PATTERN,
+    group:
+        sweep_group
+    localrule: False
+    resources:
+        **SWEEP_PLACEMENT,
+        **sweep_slot_resources(),
+
+
+ruleorder: analyze_sweep_input > analyze_trace
+
+
 # Repeat k > 1 of a run that repeats (config key `repeats`): its own documents, from its traces
 # and its own earlier results.
 use rule analyze_trace as analyze_repeat with:
@@ -56,6 +75,21 @@ use rule analyze_repeat as analyze_repeat_with_table with:
 
 
 ruleorder: analyze_repeat_with_table > analyze_repeat
+
+
+# Repeat k > 1 of an analysis that a sweep reads: in its device's sweep job too, as above.
+use rule analyze_repeat as analyze_sweep_input_repeat with:
+    wildcard_constraints:
+        experiment=FED_PATTERN,
+    group:
+        sweep_group
+    localrule: False
+    resources:
+        **SWEEP_PLACEMENT,
+        **sweep_slot_resources(),
+
+
+ruleorder: analyze_sweep_input_repeat > analyze_repeat
 
 
 rule compare_repeats:

@@ -166,24 +166,36 @@ SWEEP_PLACEMENT = {
 }
 
 
-# Cluster runs: a device's sweeps can go to the cluster as one job per stage instead of one job
-# per sweep (each job pays a queue wait and a Snakemake start-up). Stage 1 is the sweeps that need
-# only the device; stage k + 1 the sweeps that read an analysis of a stage-k sweep (stage 2 of
-# the caches reads stage 1's sizes), so a stage's group never waits on itself. Every sweep is in
-# group `sweeps_<device>_<stage>`; a profile merges each of them into one job with
-# `group-components: {sweeps: N}` (profiles/slurm does). Without that, or on a local run
-# (Snakemake ignores groups there), every sweep stays a job of its own.
-def sweep_stage(device, experiment):
+# Cluster runs: a device's sweeps can go to the cluster as one job instead of one job per sweep
+# (each job pays a queue wait, a Snakemake start-up and the lag until the status check sees it
+# finish). Every sweep of a device is in group `sweeps_<device>`, and so are the analyses that a
+# sweep of the run reads (FED_ANALYSES, run by analyze_sweep_input in analyze.smk: stage 1 of the
+# caches for stage 2, the TLBs for the latency patterns). In the job they run between the sweep
+# that writes their trace and the sweeps that read them, so the device needs no second job for
+# the sweeps that waited on them. A profile merges a device's sweeps into one job with
+# `group-components: {sweeps: N}` (profiles/slurm does); without that, each connected part of the
+# group (a sweep alone; or a sweep, its analysis and the sweeps that read it) is a job of its own.
+# A local run ignores groups: every sweep and analysis is a job of its own there.
+def sweep_read_analyses(device):
+    """The device's experiments whose result document a sweep of the device reads."""
     d = DEVICES[device]
-    needs = FAMILY[experiment].sweep_inputs(d)
-    producers = {
+    return {
         Path(path).stem
-        for path in needs.values()
+        for e in experiments_of(device)
+        for path in FAMILY[e].sweep_inputs(d).values()
         if Path(path).parent == Path(f"results/analysis/{device}")
     }
-    return 1 + max(
-        (sweep_stage(device, e) for e in producers if e != experiment), default=0
+
+
+FED_ANALYSES = sorted(set().union(*(sweep_read_analyses(d) for d in DEVICES)))
+# analyze_sweep_input writes the result document alone: an analysis that also writes a table
+# needs a variant with that output before a sweep may read it (a development error)
+if _tabled_fed := set(FED_ANALYSES) & set(TABLED.split("|")):
+    raise WorkflowError(
+        f"gpudissect: sweeps read the analyses {sorted(_tabled_fed)}, which write a table: give "
+        "analyze_sweep_input a variant with the table output (workflow/rules/analyze.smk)"
     )
+FED_PATTERN = "|".join(re.escape(e) for e in FED_ANALYSES) or "(?!)"
 
 
 # A device's sweeps run one at a time on its GPU; the ones other jobs wait on go first: a sweep's
@@ -204,22 +216,27 @@ def sweep_priority(wildcards):
     return 2 * readers + int(FAMILY[wildcards.experiment].heavy_analysis)
 
 
-# Within a device's group job its sweeps run one after another: on a GPU they would disturb each
+# Within a device's group job its jobs run one after another: sweeps on a GPU would disturb each
 # other's timings, and one after another they ask the cluster for one sweep's CPUs, memory and
 # GPU (Snakemake sums the resources of the jobs of a group that may run at once). So on a cluster
-# run every device has a resource of its own, `sweep_slot_<n>`, of which there is one; it is
-# declared when Snakemake places the jobs in groups, the first moment it knows where they run.
+# run every device has a resource of its own, `sweep_slot_<n>`, of which there is one, held by
+# its sweeps and by the analyses in its job; it is declared when Snakemake places the jobs in
+# groups, the first moment it knows where they run.
 SWEEP_SLOTS = {name: f"sweep_slot_{i}" for i, name in enumerate(DEVICES)}
 
 
 def sweep_group(wildcards):
-    group = "sweeps_{}_{}".format(
-        re.sub(r"\W", "_", wildcards.device),
-        sweep_stage(wildcards.device, wildcards.experiment),
-    )
+    group = "sweeps_{}".format(re.sub(r"\W", "_", wildcards.device))
     # `group-components` counts per group name as a profile writes it (`sweeps`), as Snakemake
     # does for a group name with wildcards
     workflow.parent_groupids[group] = "sweeps"
+    # Inside the device's Slurm job, Snakemake (started with --local-groupid, without the
+    # profile's group-components) would split the job again into its connected components and
+    # start each as a job step of its own, an srun and a Snakemake start-up (2-3 s) per sweep
+    # that reads no analysis: the job's sweeps and analyses run as one job step instead.
+    settings = workflow.group_settings
+    if settings.local_groupid != "local" and "sweeps" not in settings.group_components:
+        settings.group_components = {**settings.group_components, "sweeps": sys.maxsize}
     if not workflow.local_exec:
         for slot in SWEEP_SLOTS.values():
             if slot not in workflow.global_resources:
