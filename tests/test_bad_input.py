@@ -162,6 +162,22 @@ def test_analyze_takes_the_experiment_from_the_trace(tmp_path, capsys):
     assert "was written by experiment 'l1_size'" in capsys.readouterr().err
 
 
+def test_analyze_refuses_to_write_its_table_over_the_trace(tmp_path, capsys):
+    # `--out X.json` puts the figure table at X.parquet: with the trace at that path it would
+    # be overwritten
+    from test_traces import PROV, _frame
+
+    from gpudissect.experiments import l1_size
+    from gpudissect.traces import write_trace
+
+    trace = write_trace(tmp_path / "t.parquet", _frame(), schema=l1_size.SCHEMA, provenance=PROV)
+    before = trace.read_bytes()
+    assert main(["analyze", "--trace", str(trace), "--out", str(tmp_path / "t.json")]) == 2
+    err = capsys.readouterr().err
+    assert "analyze --out" in err and "the trace being read" in err
+    assert trace.read_bytes() == before and not (tmp_path / "t.json").exists()
+
+
 def _options(parser):
     for action in parser._actions:
         if hasattr(action, "choices") and isinstance(action.choices, dict):

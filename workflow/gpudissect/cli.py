@@ -114,6 +114,12 @@ def cmd_analyze(args: argparse.Namespace) -> int:
             f"experiment {named!r}; allowed: {named!r} (or leave --experiment out)"
         )
     fam = family(named)
+    if fam.table is not None and Path(table_path(args.out)).resolve() == Path(args.trace).resolve():
+        raise GpuDissectError(
+            f"analyze --out: {args.out} would put the figure table of {named!r} at "
+            f"{table_path(args.out)}, the trace being read; allowed: a result path whose "
+            ".parquet sibling is not the trace (e.g. another folder or name)"
+        )
     trace = read_trace(args.trace, schema=fam.schema)
     inputs = dict(kv.split("=", 1) for kv in args.input or [])
     doc = fam.analyse(trace.data, provenance=trace.provenance, inputs=inputs)
