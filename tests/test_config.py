@@ -127,3 +127,23 @@ def test_snakemake_refuses_bad_config_before_any_job(tmp_path):
         "devices[0].backend: 'opencl' is not allowed; allowed: sim, cuda"
         in proc.stderr + proc.stdout
     )
+
+
+@pytest.mark.parametrize("path", ["config/config.yaml", "config/gpu.yaml"])
+def test_a_sweep_jobs_view_is_the_full_parse_of_its_device_and_experiment(path):
+    # run_sweep types only its own device and experiment, without the schema check the
+    # workflow made before any job: what it gets must be what the full parse gives
+    import dataclasses
+
+    raw = yaml.safe_load((REPO / path).read_text())
+    raw["cuda_arch"] = "sm_90"
+    for d in raw["devices"]:
+        if d["backend"] == "cuda":
+            d["twin"] = True  # and the twin of a GPU entry, built from it
+    full = parse(raw, base_dir=REPO)
+    assert any(d.twin_of for d in full.devices) == (path == "config/gpu.yaml")
+    for d in full.devices:
+        for exp, params in d.params.items():
+            view = parse(raw, base_dir=REPO, sweep=(d.name, exp)).device(d.name)
+            assert view.params == {exp: params}
+            assert dataclasses.replace(view, params=d.params) == d

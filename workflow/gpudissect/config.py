@@ -14,7 +14,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import jsonschema
 import numpy as np
 import yaml
 
@@ -164,7 +163,7 @@ def _type_error(key: str, value: Any, schema: dict[str, Any]) -> str:
     return text
 
 
-def describe_error(err: jsonschema.ValidationError) -> str:
+def describe_error(err: jsonschema.ValidationError) -> str:  # noqa: F821 - imported in validate
     """One line naming the key, the value and what is allowed."""
     key = _key_path(err.absolute_path)
     v, s = err.validator, err.schema
@@ -189,6 +188,8 @@ def describe_error(err: jsonschema.ValidationError) -> str:
         # a mapping meant the range form: name what is wrong inside it
         inner = [e for e in err.context if e.validator != "const"]
         if isinstance(err.instance, dict) and inner:
+            import jsonschema
+
             best = jsonschema.exceptions.best_match(inner)
             if best.validator == "type":  # the form's own schema: describe it by the key's
                 outer = {k: s[k] for k in ("description", "examples") if k in s}
@@ -236,6 +237,8 @@ def _merge(base: dict[str, Any], override: dict[str, Any]) -> dict[str, Any]:
 
 def validate(raw: dict[str, Any], *, schema: dict[str, Any] | None = None) -> dict[str, Any]:
     """Validate a raw config against the schema; return a copy with defaults filled."""
+    import jsonschema  # here, not at the top: a sweep job reads a config already validated
+
     schema = schema or load_schema()
     if not isinstance(raw, dict):
         raise ConfigError(f"config: expected a mapping at the top level, got {type(raw).__name__}")
@@ -248,13 +251,13 @@ def validate(raw: dict[str, Any], *, schema: dict[str, Any] | None = None) -> di
     return filled
 
 
-def _typed_params(merged: dict[str, Any], where: str) -> dict[str, Any]:
+def _typed_params(merged: dict[str, Any], where: str, only: str | None = None) -> dict[str, Any]:
     from .families import FAMILIES
 
     return {
         name: fam.parse_params(merged[name], f"{where}.{name}")
         for name, fam in FAMILIES.items()
-        if name in merged
+        if name in merged and only in (None, name)
     }
 
 
@@ -284,10 +287,25 @@ def _check_profile(path: Path, key: str) -> None:
         raise ConfigError(f"{key}: the device profile is invalid: {exc}") from None
 
 
-def parse(raw: dict[str, Any], *, base_dir: str | os.PathLike = ".") -> RunConfig:
-    """Validate and type a run config. Relative profile paths resolve against `base_dir`."""
-    cfg = validate(raw)
+def parse(
+    raw: dict[str, Any],
+    *,
+    base_dir: str | os.PathLike = ".",
+    sweep: tuple[str, str] | None = None,
+) -> RunConfig:
+    """Validate and type a run config. Relative profile paths resolve against `base_dir`.
+
+    `sweep` = (device, experiment): the view of one sweep job of a run whose config the
+    workflow has parsed in full before any job started. The schema is not checked again nor
+    the device profiles loaded (a second or so of every job on a GPU host, most of it
+    importing and compiling the schema validators), only that device (or the cuda entry of
+    that twin) is built, and only that experiment's parameters are typed."""
     schema = load_schema()
+    if sweep is None:
+        cfg = validate(raw, schema=schema)
+    else:
+        cfg = copy.deepcopy(raw)
+        _fill_defaults(cfg, schema, schema)
     names = [d["name"] for d in cfg["devices"]]
     for i, name in enumerate(names):
         if names.index(name) != i:
@@ -295,6 +313,8 @@ def parse(raw: dict[str, Any], *, base_dir: str | os.PathLike = ".") -> RunConfi
     devices = []
     for i, d in enumerate(cfg["devices"]):
         where = f"devices[{i}]"
+        if sweep is not None and sweep[0] not in (d["name"], d["name"] + TWIN_SUFFIX):
+            continue
         if d["backend"] == "sim":
             if "profile" not in d:
                 raise ConfigError(
@@ -308,7 +328,8 @@ def parse(raw: dict[str, Any], *, base_dir: str | os.PathLike = ".") -> RunConfi
                     f"(resolved to {profile}); allowed: a path to a device "
                     "profile YAML file"
                 )
-            _check_profile(profile, f"{where}.profile")
+            if sweep is None:
+                _check_profile(profile, f"{where}.profile")
             for k in ("arch", "carveouts", "partition", "gpu_model", "twin"):
                 if k in raw["devices"][i]:
                     raise ConfigError(f"{where}.{k}: only for backend cuda, not sim")
@@ -336,12 +357,14 @@ def parse(raw: dict[str, Any], *, base_dir: str | os.PathLike = ".") -> RunConfi
                 partition=d.get("partition"),
                 gpu_model=d.get("gpu_model"),
                 experiments=merged,
-                params=_typed_params(merged, exp_where),
+                params=_typed_params(merged, exp_where, None if sweep is None else sweep[1]),
             )
         )
-    for i, (d, raw_d) in enumerate(zip(list(devices), cfg["devices"], strict=True)):
-        if not raw_d.get("twin"):
+    built = {d.name for d in devices}
+    for i, raw_d in enumerate(cfg["devices"]):
+        if not raw_d.get("twin") or raw_d["name"] not in built:
             continue
+        d = next(e for e in devices if e.name == raw_d["name"])
         if d.name + TWIN_SUFFIX in names:
             raise ConfigError(
                 f"devices[{i}].twin: its twin would be named {d.name + TWIN_SUFFIX!r}, which "

@@ -12,7 +12,8 @@ logging.basicConfig(
     level=logging.INFO,
     format="%(asctime)s %(levelname)s %(name)s: %(message)s",
 )
-device = parse(sm.config).device(sm.params.device)
+# the workflow validated the whole config before any job started: this job types its own part
+device = parse(sm.config, sweep=(sm.params.device, sm.params.experiment)).device(sm.params.device)
 cubins = [v for k, v in sm.input.items() if k.startswith("cubin_")]
 extra = {k: v for k, v in sm.input.items() if k != "profile" and not k.startswith("cubin_")}
 run_experiment(
