@@ -457,45 +457,6 @@ class CudaBackend(Backend):
 
                 cu.cuTexObjectDestroy(tex)
         return self._chase_result(latency, indices)
-        drv = self.drv
-        latency = np.zeros(work.record_steps, dtype=np.uint32)
-        indices = np.zeros(work.record_steps, dtype=np.uint32)
-        d_lat = drv.mem_alloc(max(latency.nbytes, 4))
-        d_idx = drv.mem_alloc(max(indices.nbytes, 4))
-        steps = (
-            np.uint32(work.start_index),
-            np.uint32(work.warmup_steps),
-            np.uint32(work.record_steps),
-        )
-        tex = None
-        try:
-            if work.element_bytes == 8 and work.path in ("const", "tex"):
-                raise DeviceUnavailable(f"the {work.path} path has no 8-byte-element chase")
-            if work.path == "const":
-                if work.chain is None or work.chain.nbytes > 65536:
-                    raise DeviceUnavailable("the const path takes a dense chain of <= 64 KiB")
-                fn = self.function("pchase", "pchase_const", "IIIPP")
-                ptr, _ = self._modules["pchase"].get_global("c_chain")
-                drv.memcpy_htod(ptr, work.chain)
-                args = (*steps, d_lat, d_idx)
-            else:
-                fn = self.function("pchase", "pchase_tex", "QIIIPP")
-                buf = self._upload_chain(work)
-                tex = self._texture_object(buf, work.elements * work.element_bytes)
-                args = (np.uint64(int(tex)), *steps, d_lat, d_idx)
-            self._set_shared(fn, dynamic_bytes=work.shared_buffer_bytes, carveout_pct=carveout_pct)
-            fn.prepared_call((1, 1), (1, 1, 1), *args, shared_size=work.shared_buffer_bytes)
-            self.context.synchronize()
-            drv.memcpy_dtoh(latency, d_lat)
-            drv.memcpy_dtoh(indices, d_idx)
-        finally:
-            d_lat.free()
-            d_idx.free()
-            if tex is not None:
-                from cuda.bindings import driver as cu
-
-                cu.cuTexObjectDestroy(tex)
-        return self._chase_result(latency, indices)
 
     def _chase_result(self, latency: np.ndarray, indices: np.ndarray) -> ChaseResult:
         sm = self.sm_clock()
