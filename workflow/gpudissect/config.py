@@ -12,7 +12,7 @@ import json
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import yaml
@@ -21,6 +21,9 @@ from gpudissect import yamlio
 
 from .datafiles import schema_file
 from .exceptions import ConfigError, ProfileError
+
+if TYPE_CHECKING:  # imported where a config is validated, not by every sweep job
+    import jsonschema
 
 CONFIG_SCHEMA = schema_file("config.schema.yaml")
 
@@ -163,7 +166,7 @@ def _type_error(key: str, value: Any, schema: dict[str, Any]) -> str:
     return text
 
 
-def describe_error(err: jsonschema.ValidationError) -> str:  # noqa: F821 - imported in validate
+def describe_error(err: jsonschema.ValidationError) -> str:
     """One line naming the key, the value and what is allowed."""
     key = _key_path(err.absolute_path)
     v, s = err.validator, err.schema
