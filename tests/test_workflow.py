@@ -259,3 +259,44 @@ def test_interrupted_figure_job_resumes_with_a_plain_rerun(workdir, tmp_path):
     for f in figures:
         assert f.stat().st_size > 1000, f
     assert not list((workdir / "results/figures/tiny").glob(".plot-*"))
+
+
+def _dry_run_jobs(workdir, configfile):
+    """Every job of a dry run: rule name, input files, output files."""
+    proc = _snakemake(workdir, "--dry-run", "--configfile", configfile)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    jobs = []
+    for block in (proc.stdout + proc.stderr).split("\nrule ")[1:]:
+        fields = dict(
+            line.strip().split(": ", 1) for line in block.splitlines()[1:] if ": " in line
+        )
+        split = lambda key: set(fields.get(key, "").split(", ")) - {""}  # noqa: E731
+        jobs.append((block.split(":", 1)[0], split("input"), split("output")))
+    return jobs
+
+
+def test_a_gpus_figures_are_drawn_per_experiment_a_twins_in_one_job(workdir):
+    # planning needs no GPU: the arch is named, and a dry run starts no job
+    mixed = {
+        "devices": [
+            {"name": "g", "backend": "cuda", "arch": "sm_90"},
+            {"name": "tiny", "backend": "sim", "profile": "tests/data/tiny_profile.yaml"},
+        ],
+        "experiments": {"l2": {"record_steps": 64}},
+    }
+    (workdir / "tests/data/mixed.yaml").write_text(yaml.safe_dump(mixed))
+    jobs = _dry_run_jobs(workdir, "tests/data/mixed.yaml")
+    figures = [(name, inp, out) for name, inp, out in jobs if name.startswith("plot_")]
+    experiments = {Path(p).stem for _, inp, _ in figures for p in inp if "/traces/g/" in p}
+    assert {"l1_size", "l2"} <= experiments
+    for exp in experiments:  # one job per experiment of the GPU, reading that experiment alone
+        (inp, out), *more = [(i, o) for n, i, o in figures if n == f"plot_g_{exp}"]
+        assert not more
+        assert {Path(p).stem for p in inp} == {exp}
+        assert out and all(p.startswith("results/figures/g/") for p in out)
+    # the twin's experiments are drawn in one job, and every figure has exactly one job
+    (tiny_out,) = [out for name, _, out in figures if name == "plot_tiny"]
+    assert {Path(p).stem for p in tiny_out} >= {"l1_size_sweep", "l2_footprint"}
+    every = [p for _, _, out in figures for p in out]
+    assert len(every) == len(set(every))
+    assert len(figures) == len(experiments) + 1
