@@ -270,8 +270,10 @@ def _dry_run_jobs(workdir, configfile):
         fields = dict(
             line.strip().split(": ", 1) for line in block.splitlines()[1:] if ": " in line
         )
-        split = lambda key: set(fields.get(key, "").split(", ")) - {""}  # noqa: E731
-        jobs.append((block.split(":", 1)[0], split("input"), split("output")))
+        inputs, outputs = (
+            {p for p in fields.get(k, "").split(", ") if p} for k in ("input", "output")
+        )
+        jobs.append((block.split(":", 1)[0], inputs, outputs))
     return jobs
 
 

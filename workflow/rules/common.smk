@@ -60,11 +60,14 @@ def device_arch(device):
         ) from None
 
 
-# Sweeps on one GPU must not overlap (they disturb each other's timings): on a local run every
-# sweep on a CUDA device holds the one `gpu` resource, unless the command line or a profile
-# sets how many there are (`--resources gpu=N`).
+# Sweeps on one GPU must not overlap (they disturb each other's timings): a sweep measures only
+# while it holds the GPU's lock (gpudissect/backends/gpu_lock.py). On a local run every sweep on
+# a CUDA device also holds one of two `gpu` resources, unless the command line or a profile sets
+# how many there are (`--resources gpu=N`): while one sweep measures, the next one starts its
+# interpreter, imports and driver (about a second) and waits for the lock, instead of starting
+# only once the first has ended.
 if RUN.cuda_devices and workflow.local_exec and "gpu" not in workflow.global_resources:
-    workflow.global_resources["gpu"] = 1
+    workflow.global_resources["gpu"] = 2
 
 
 onstart:

@@ -18,6 +18,7 @@ from ..exceptions import DeviceUnavailable
 from ..kernels import file_sha256
 from .base import Backend, ChaseResult, ChaseWork
 from .facts import DeviceFacts, facts_from_attributes
+from .gpu_lock import GpuLock
 
 log = logging.getLogger(__name__)
 
@@ -115,7 +116,15 @@ class _Nvml:
 class CudaBackend(Backend):
     kind = "cuda"
 
-    def __init__(self, *, index: int = 0, cubin_dir: str | os.PathLike | None = None) -> None:
+    def __init__(
+        self,
+        *,
+        index: int = 0,
+        cubin_dir: str | os.PathLike | None = None,
+        exclusive: bool = False,
+    ) -> None:
+        """`exclusive`: take the GPU's measurement lock (`gpu_lock`) before the context is made,
+        and hold it until `close()` (a sweep does; tests and one-off readings need not)."""
         drv = _import_pycuda()
         self.drv = drv
         try:
@@ -130,7 +139,13 @@ class CudaBackend(Backend):
             )
         self.index = index
         self.device = drv.Device(index)
-        self.context = self.device.make_context()
+        self.lock = GpuLock(self.device.pci_bus_id()) if exclusive else None
+        try:
+            self.context = self.device.make_context()
+        except BaseException:
+            if self.lock is not None:
+                self.lock.release()
+            raise
         self.nvml = _Nvml(self.device.pci_bus_id())
         self.cubin_dir = Path(cubin_dir) if cubin_dir else None
         self._modules: dict[str, Any] = {}
@@ -480,3 +495,5 @@ class CudaBackend(Backend):
             self.context.pop()
             self.context.detach()
             self.context = None
+            if self.lock is not None:
+                self.lock.release()
