@@ -45,6 +45,21 @@ def test_majority_needs_more_than_half():
     assert not settled([{"x": 1}, {"x": 2}])
 
 
+def test_repeating_stops_once_no_further_repeat_can_make_a_reading_repeat():
+    # x repeats; y reads anew each time. Of at most 7 repeats, y's best reading held by 2 of 6
+    # could reach 3 of 7 at most: no majority whatever the 7th reads, so the 7th is not run
+    seen = [1, 2, 3, 2, 4, 5]
+    readings = [{"x": 0, "y": v} for v in seen]
+    for done in (3, 4, 5):  # with 4 or 3 repeats left, y could still reach 4 of 7
+        assert not settled(readings[:done], max_repeats=7)
+    assert settled(readings, max_repeats=7)
+    assert not settled(readings)  # without a most, only a majority settles
+    # the same count with more repeats to come is not hopeless: 2 of 6 may become 5 of 9
+    assert not settled(readings, max_repeats=9)
+    # a sweep that has a majority settles as before, whatever the most
+    assert settled([{"x": 0, "y": 1}] * 2 + [{"x": 0, "y": 2}], max_repeats=7)
+
+
 def test_repeats_that_agree_are_classified_and_the_document_says_how_many():
     # three repeats of an MSHR of 128 entries: UNQ N=1 at 128, N=2 at 64, Merger2 N=1 and
     # Merger4 N=2 at 256 (test_requests' hand-derived points), each read by all three

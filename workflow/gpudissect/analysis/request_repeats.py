@@ -63,11 +63,22 @@ def majority(readings: Sequence[Hashable]) -> tuple[Hashable, int] | None:
     return (value, count) if 2 * count > len(readings) else None
 
 
-def settled(readings: Sequence[dict[Hashable, Hashable]]) -> bool:
-    """Whether every sweep (and the scoreboard) has a majority reading over the repeats so far
-    (the decision to stop repeating; `readings`: one dict per repeat, as `requests` fits it)."""
-    keys = {k for r in readings for k in r}
-    return all(majority([r.get(k) for r in readings]) is not None for k in keys)
+def settled(readings: Sequence[dict[Hashable, Hashable]], max_repeats: int | None = None) -> bool:
+    """Whether more repeats could still change what the repeats decide (the decision to stop
+    repeating; `readings`: one dict per repeat, as `requests` fits it). Every sweep (and the
+    scoreboard) must have a majority reading over the repeats so far, or, given `max_repeats`,
+    be unable to reach one: its most common reading stays at most half of the repeats at every
+    count up to `max_repeats` even if each further repeat read it (a reading that does not
+    repeat is then reported so, whenever the repeats stop)."""
+    done = len(readings)
+    for key in {k for r in readings for k in r}:
+        values = [r.get(key) for r in readings]
+        if majority(values) is not None:
+            continue
+        best = Counter(values).most_common(1)[0][1]
+        if max_repeats is None or 2 * (best + max_repeats - done) > max_repeats:
+            return False
+    return True
 
 
 @dataclass

@@ -219,7 +219,7 @@ def run(
         frames.append(frame)
         readings.append(repeat_readings(frame))
         if repeat + 1 >= sweep.repeats.min:
-            if settled(readings):
+            if settled(readings, sweep.repeats.max):
                 break
             total += len(points)
             log.info("requests: %d repeats, readings not settled yet", repeat + 1)
