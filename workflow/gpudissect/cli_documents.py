@@ -100,6 +100,32 @@ def cmd_repeats(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_runs(args: argparse.Namespace) -> int:
+    from .analysis.result import write_result
+    from .topology import validate_topology
+    from .topology.runs import compare_runs
+
+    missing = [p for p in args.topology if not Path(p).is_file()]
+    if missing:
+        raise GpuDissectError(f"runs --topology: no such file(s): {missing}")
+    names = args.names or [Path(p).parent.name or p for p in args.topology]
+    if not args.names and len(set(names)) != len(names):
+        names = [f"run{i + 1}" for i in range(len(args.topology))]
+    docs = []
+    for p in args.topology:
+        with open(p) as f:
+            docs.append(json.load(f))
+    doc = compare_runs(docs, list(names))
+    validate_topology(doc)
+    write_result(args.out, doc)
+    flagged = doc["runs"]["does_not_repeat"]
+    print(
+        f"runs written: {args.out} ({len(docs)} runs; {len(flagged)} structural values do not "
+        f"repeat{': ' + ', '.join(flagged) if flagged else ''})"
+    )
+    return 0
+
+
 def _devices_with_results(analysis: Path) -> list[str]:
     return sorted(p.name for p in analysis.glob("*") if p.is_dir() and any(p.glob("*.json")))
 
@@ -148,6 +174,23 @@ def add_document_commands(sub) -> None:
     s.add_argument("--analyses", nargs="+", required=True, metavar="JSON", help="every repeat's")
     s.add_argument("--out", required=True, help="the .json to write")
     s.set_defaults(func=cmd_repeats)
+
+    s = sub.add_parser(
+        "runs",
+        help="compare the topology documents of whole runs on one GPU model (fresh machines, "
+        "other units) -> one topology document, values that do not repeat undetermined",
+    )
+    s.add_argument(
+        "--topology", nargs="+", required=True, metavar="JSON", help="each run's topology"
+    )
+    s.add_argument(
+        "--names",
+        nargs="+",
+        metavar="NAME",
+        help="a name per run, in order (default: each topology's folder name)",
+    )
+    s.add_argument("--out", required=True, help="the .json to write")
+    s.set_defaults(func=cmd_runs)
 
     s = sub.add_parser("report", help="render the report (Markdown and LaTeX) of a run or a fleet")
     s.add_argument(
