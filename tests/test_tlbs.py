@@ -171,6 +171,22 @@ def test_set_structure_keeps_misses_that_are_not_isolated_single_misses():
     assert tlb_sets.set_structure(c, "l2").entries == 63
 
 
+def test_an_undetermined_onset_says_which_condition_failed():
+    # misses from 66 pages on, then none at 68 and 70: the onset does not hold
+    c = _counts(65, [2, 2, 2, 2, 2, 2], start=30)
+    c.loc[c["elements"].isin([68, 70]), "l2_misses"] = 0.0
+    st = tlb_sets.set_structure(c, "l2")
+    assert st.entries is None
+    assert "between 65 and 66 pages, but longer walks miss nothing (68, 70 pages)" in st.evidence
+    # no walk of 65 pages: the walks around the onset two pages apart
+    c = _counts(65, [2, 2, 2], start=30)
+    st = tlb_sets.set_structure(c[c["elements"] != 65].reset_index(drop=True), "l2")
+    assert "between 64 and 66 pages, but the walks there are not one page apart" in st.evidence
+    # the shortest walk misses already
+    st = tlb_sets.set_structure(_counts(65, [2, 2], start=66), "l2")
+    assert "the shortest walk (66 pages) already misses" in st.evidence
+
+
 def test_set_structure_reads_a_page_returning_to_the_largest_set_before_the_others():
     # 64 entries in one set of 16 and six of 8, pages in set [0, 0, 1, ..., 6][p mod 8]: pages
     # 64 and 65 both go to the 16-way set (+17, then +1: it overflowed already), page 66 to

@@ -127,17 +127,24 @@ def set_structure(
         )
     # entries: the largest walk before the first walk that misses, if the walks are dense there
     first = int(missing[0])
-    if first == 0 or m[first] - m[first - 1] != 1 or np.any(k[first:] == 0):
-        return SetStructure(
-            None,
-            None,
-            None,
-            (),
-            None,
-            f"misses begin between {m[max(first - 1, 0)]} and {m[first]} pages, but the walks "
-            f"there are not one page apart (or some longer walk has no miss){strays}",
-            0.0,
+    quiet = first + np.nonzero(k[first:] == 0)[0]
+    if first == 0:
+        why = f"the shortest walk ({m[0]} pages) already misses"
+    elif m[first] - m[first - 1] != 1:
+        why = (
+            f"misses begin between {m[first - 1]} and {m[first]} pages, but the walks there are "
+            "not one page apart"
         )
+    elif quiet.size:
+        longer = ", ".join(str(x) for x in m[quiet[:4]]) + (" ..." if quiet.size > 4 else "")
+        why = (
+            f"misses begin between {m[first - 1]} and {m[first]} pages, but longer walks miss "
+            f"nothing ({longer} pages): where the overflow begins does not hold from walk to walk"
+        )
+    else:
+        why = None
+    if why is not None:
+        return SetStructure(None, None, None, (), None, f"{why}{strays}", 0.0)
     entries = int(m[first - 1])
     incs = []
     prev = 0
