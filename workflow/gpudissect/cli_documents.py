@@ -187,7 +187,8 @@ def add_document_commands(sub) -> None:
         "--names",
         nargs="+",
         metavar="NAME",
-        help="a name per run, in order (default: each topology's folder name)",
+        help="a name per run, in order (default: each topology's folder name, or run1, "
+        "run2, ... where two folders share a name)",
     )
     s.add_argument("--out", required=True, help="the .json to write")
     s.set_defaults(func=cmd_runs)

@@ -51,7 +51,7 @@ def run_experiment(
     with open_backend(device, cubin_dir=cubin_dir, exclusive=True) as backend:
         started_utc = _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds")
         started = time.monotonic()
-        lock = getattr(backend, "lock", None)
+        lock = backend.lock
         if lock is not None and lock.waited_s >= 0.01:
             log.info("%s: waited %.2f s for the GPU (%s)", experiment, lock.waited_s, lock.path)
         clocks_before = backend.clock_record()

@@ -122,6 +122,9 @@ class Backend(ABC):
     """Runs experiment work on one device. Use as a context manager."""
 
     kind: str
+    # the GPU's measurement lock while the backend holds it (gpu_lock.GpuLock; a GPU opened
+    # exclusively), else None
+    lock: Any = None
 
     def run(self, work: Any, **kwargs: Any) -> Any:
         """Run any registered work type (see `handles`)."""

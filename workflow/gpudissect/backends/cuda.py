@@ -139,14 +139,15 @@ class CudaBackend(Backend):
             )
         self.index = index
         self.device = drv.Device(index)
-        self.lock = GpuLock(self.device.pci_bus_id()) if exclusive else None
+        bus_id = self.device.pci_bus_id()
+        self.lock = GpuLock(bus_id) if exclusive else None
         try:
             self.context = self.device.make_context()
         except BaseException:
             if self.lock is not None:
                 self.lock.release()
             raise
-        self.nvml = _Nvml(self.device.pci_bus_id())
+        self.nvml = _Nvml(bus_id)
         self.cubin_dir = Path(cubin_dir) if cubin_dir else None
         self._modules: dict[str, Any] = {}
         self._functions: dict[str, Any] = {}

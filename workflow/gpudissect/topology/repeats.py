@@ -36,7 +36,8 @@ def _describe(r: Reading | None) -> Any:
     return {"value": r.value, "analysis": r.analysis}
 
 
-def _spread(values: list[Any]) -> dict[str, float] | None:
+def spread(values: list[Any]) -> dict[str, float] | None:
+    """Min, median and max of the numbers among `values` (None: no number), and how many."""
     nums = [v for v in values if isinstance(v, int | float) and not isinstance(v, bool)]
     if not nums:
         return None
@@ -78,7 +79,7 @@ def compare_repeats(device: str, analyses: list[str]) -> dict[str, Any]:
         floats = any(isinstance(v, float) and not float(v).is_integer() for v in values)
         if is_measured(quantity, unit) or floats:
             entry["kind"] = "measured"
-            entry["spread"] = _spread(values)
+            entry["spread"] = spread(values)
             entry["repeats"] = None not in values
         else:
             entry["kind"] = "structural"

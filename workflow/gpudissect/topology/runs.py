@@ -18,7 +18,7 @@ import json
 from typing import Any
 
 from ..exceptions import GpuDissectError
-from .repeats import _spread, is_measured
+from .repeats import is_measured, spread
 
 NOT_REPEATING_RUNS = "does not repeat"
 RULE = (
@@ -81,9 +81,9 @@ def compare_runs(docs: list[dict[str, Any]], names: list[str]) -> dict[str, Any]
             floats = any(isinstance(v, float) and not float(v).is_integer() for v in values)
             if is_measured(quantity, unit) or floats:
                 entry = quantities.setdefault(quantity, copy.deepcopy(base))
-                spread = _spread(values)
-                if spread is not None:
-                    entry["run_spread"] = {**spread, "runs": len(docs)}
+                over_runs = spread(values)
+                if over_runs is not None:
+                    entry["run_spread"] = {**over_runs, "runs": len(docs)}
                 continue
             if all(v is None for v in values):
                 quantities.setdefault(quantity, copy.deepcopy(base))
