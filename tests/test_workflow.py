@@ -188,17 +188,26 @@ def _edited(workdir, name, edit):
     return f"tests/data/{name}"
 
 
-def _dry_run_outputs(workdir, configfile):
-    """The output files of the jobs a dry run would run."""
+def _dry_run_jobs(workdir, configfile):
+    """Every job of a dry run: rule name, input files, output files."""
     proc = _snakemake(workdir, "--dry-run", "--configfile", configfile)
     assert proc.returncode == 0, proc.stderr[-3000:]
-    lines = (proc.stdout + proc.stderr).splitlines()
-    return {
-        path.strip()
-        for line in lines
-        if line.strip().startswith("output:")
-        for path in line.split(":", 1)[1].split(",")
-    }
+    jobs = []
+    # a job of a group job is printed indented under the group's line
+    for block in re.split(r"\n[ \t]*(?:local)?rule ", proc.stdout + proc.stderr)[1:]:
+        fields = dict(
+            line.strip().split(": ", 1) for line in block.splitlines()[1:] if ": " in line
+        )
+        inputs, outputs = (
+            {p for p in fields.get(k, "").split(", ") if p} for k in ("input", "output")
+        )
+        jobs.append((block.split(":", 1)[0], inputs, outputs))
+    return jobs
+
+
+def _dry_run_outputs(workdir, configfile):
+    """The output files of the jobs a dry run would run."""
+    return {p for _, _, outputs in _dry_run_jobs(workdir, configfile) for p in outputs}
 
 
 def test_edited_config_reruns_exactly_what_it_changes(workdir):
@@ -259,22 +268,6 @@ def test_interrupted_figure_job_resumes_with_a_plain_rerun(workdir, tmp_path):
     for f in figures:
         assert f.stat().st_size > 1000, f
     assert not list((workdir / "results/figures/tiny").glob(".plot-*"))
-
-
-def _dry_run_jobs(workdir, configfile):
-    """Every job of a dry run: rule name, input files, output files."""
-    proc = _snakemake(workdir, "--dry-run", "--configfile", configfile)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    jobs = []
-    for block in (proc.stdout + proc.stderr).split("\nrule ")[1:]:
-        fields = dict(
-            line.strip().split(": ", 1) for line in block.splitlines()[1:] if ": " in line
-        )
-        inputs, outputs = (
-            {p for p in fields.get(k, "").split(", ") if p} for k in ("input", "output")
-        )
-        jobs.append((block.split(":", 1)[0], inputs, outputs))
-    return jobs
 
 
 def test_a_gpus_figures_are_drawn_per_experiment_a_twins_in_one_job(workdir):
