@@ -90,3 +90,23 @@ extern "C" __global__ void l2_slice_flush(const unsigned long long *__restrict__
     if (acc == 0x9e3779b97f4a7c15ull)
         sink[0] = acc;
 }
+
+// Slice contention: which lines share an L2 slice.
+// What: the duration of one launch in which every warp of a full grid hammers one of two lines
+// of the region with atomic additions (even warps line `a`, odd warps line `b`).
+// How: an atomic is carried out at the L2 slice that holds the line, and each slice's atomic
+// unit serves one warp-wide atomic at a time; the grid issues far more than one slice can
+// serve. So two lines of one slice take as long as one line hammered by every warp, and two
+// lines of two slices take about half as long (two servers). Each lane adds `addend` to its own
+// 4-byte word of the 128-B line (the host passes 0: the chain the walks read stays intact; the
+// read-modify-write at the slice is the same). red.global is a reduction (no value comes back),
+// so a warp issues its `iterations` atomics back to back.
+extern "C" __global__ void l2_slice_hammer(unsigned int *region, unsigned long long a,
+                                           unsigned long long b, unsigned int iterations,
+                                           unsigned int addend)
+{
+    const unsigned int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    unsigned int *p = (unsigned int *)((char *)region + ((warp & 1) ? b : a)) + lane;
+    for (unsigned int i = 0; i < iterations; ++i)
+        asm volatile("red.global.add.u32 [%0], %1;" ::"l"(p), "r"(addend) : "memory");
+}

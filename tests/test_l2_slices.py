@@ -4,6 +4,7 @@ small twin whose partition function, partitions, slices and SM x slice matrix th
 recover from the trace alone, the sweep's second helper, undetermined results on a trace with no
 structure, and a GPU check (`pytest -m gpu`)."""
 
+import dataclasses
 from pathlib import Path
 
 import numpy as np
@@ -101,7 +102,7 @@ def test_a_block_with_too_few_sm_entries_is_refused_naming_the_key(tmp_path):
 def test_bad_parameters_are_refused_naming_the_key():
     base = {
         "enabled": True, "lines": 64, "region_bytes": 4096, "repetitions": 1, "sms": "auto",
-        "flush_bytes": "auto", "line_seed": 0,
+        "flush_bytes": "auto", "line_seed": 0, "contention_lines": 0, "contention_iterations": 16,
     }  # fmt: skip
     with pytest.raises(ConfigError, match=r"l2_slices\.lines: 64; allowed: at most .* 32 lines"):
         e.parse_params(base, "l2_slices")
@@ -220,7 +221,7 @@ def test_a_trace_without_structure_leaves_everything_undetermined():
     n, sms, reps = 256, 4, 2
     offsets = rng.choice(16384, n, replace=False) * 128
     rows = [
-        (0, 0, s, s, r, p, i, offsets[i], 300 + rng.normal(0, 2), 2 << 20, 1000.0)
+        (0, 0, s, s, r, p, i, offsets[i], 300 + rng.normal(0, 2), 2 << 20, 1000.0, -1, np.nan)
         for s in range(sms) for r in range(reps) for p in range(2) for i in range(n)
     ]  # fmt: skip
     data = pd.DataFrame(rows, columns=e.SCHEMA.names)
@@ -242,17 +243,34 @@ def test_gpu_every_walk_runs_on_the_sm_it_asked_for(tmp_path, nvcc):
         )
     params = e.L2SliceParams(
         enabled=True, lines=512, region_bytes=2 << 20, repetitions=2, sms=(0, 1, 2, 3, 64, 65),
-        flush_bytes=None, line_seed=0,
+        flush_bytes=None, line_seed=0, contention_lines=512, contention_iterations=16,
+    )  # fmt: skip
+    offsets = e.line_offsets(lines=params.lines, region_bytes=2 << 20, seed=params.line_seed)
+    chain = e.L2SliceWork(
+        region_bytes=2 << 20, offsets_bytes=offsets, helper_sm=0, target_sm=0, passes=1,
+        flush_bytes=8,
     )  # fmt: skip
     with CudaBackend(index=0, cubin_dir=tmp_path) as backend:
+        from gpudissect.backends.l2slices_cuda import _layout
+
         data = e.run(backend, params, device=None)
+        # the region as the walks left it, after the contention launches (atomics adding 0)
+        at, _ = _layout(backend, chain)
+        region = np.empty(chain.region_bytes // 4, np.uint32)
+        backend.drv.memcpy_dtoh(region, at)
+    assert (region == chain.region()).all()
     doc = analyse(data, provenance={"device": "gpu0"})
     print({k: (q.get("value"), q.get("evidence") or q.get("undetermined"))
            for k, q in doc["elements"]["l2"].items()})  # fmt: skip
     print([(r["sm"], r.get("near_cycles"), r.get("far_cycles"), r.get("mask")) for r in doc["sms"]])
-    assert (data["sm"] == data["target_sm"]).all()
-    assert set(data["target_sm"]) == set(params.sms)
-    assert data["cycles"].between(100, 3000).mean() > 0.99
+    walks = data[data["phase"] < e.CONTENTION_PHASE]
+    assert (walks["sm"] == walks["target_sm"]).all()
+    assert set(walks["target_sm"]) == set(params.sms)
+    assert walks["cycles"].between(100, 3000).mean() > 0.99
+    con = data[data["phase"] == e.CONTENTION_PHASE]
+    assert set(con["offset_bytes"]) == set(offsets.tolist())  # every line was placed
+    slices = doc["elements"]["l2"]["slices"]
+    assert slices["value"] is not None and slices["value"] >= 2, slices
 
 
 def test_only_gaps_near_the_widest_are_partitions():
@@ -284,3 +302,92 @@ def test_additive_fits_are_the_least_squares_fits(missing):
     got = additive_fits(y, far)["additive_far"]
     assert got["far_cycles"] == pytest.approx(coef[-1], abs=0.01)
     assert got["residual_sd_cycles"] == pytest.approx(res.std(), abs=0.002)
+
+
+@pytest.fixture(scope="module")
+def flat_twin(tmp_path_factory):
+    """The twin with every slice at the same distance: the latencies tell only near from far,
+    so only contention can sort the lines into the 16 slices."""
+    doc = yaml.safe_load(TWIN.read_text())
+    del doc["l2_slices"]["slice_cycles"]
+    doc["l2_slices"]["atomic_cycles"] = 6
+    path = tmp_path_factory.mktemp("flat") / "flat_slices_twin.yaml"
+    path.write_text(yaml.safe_dump(doc))
+    params = dataclasses.replace(PARAMS, contention_lines=256)
+    with SimBackend(profile_path=path, seed=5) as backend:
+        data = e.run(backend, params, device=None)
+    return doc["l2_slices"], data
+
+
+def test_contention_sorts_the_lines_into_the_profile_s_slices(flat_twin):
+    spec, data = flat_twin
+    walks_only = analyse(data[data["phase"] < e.CONTENTION_PHASE], provenance={"device": "t"})
+    assert walks_only["elements"]["l2"]["slices"]["value"] != 16  # near and far classes only
+    doc = analyse(data, provenance={"device": "t"})
+    slices = doc["elements"]["l2"]["slices"]
+    assert slices["value"] == 16 and slices["confidence"] > 0.9, slices
+    cols = doc["columns"]
+    assert cols["kind"] == "slice" and len(cols["offsets_bytes"]) == 256
+    true_slice = [
+        sum(_parity(o & m) << k for k, m in enumerate(spec["index"]["masks"]))
+        for o in cols["offsets_bytes"]
+    ]
+    pairs = set(zip(cols["column"], true_slice, strict=True))
+    assert len(pairs) == 16 and len({c for c, _ in pairs}) == 16  # one slice per class
+    # one search per slice, each over the lines no earlier class took
+    con = data[data["phase"] == e.CONTENTION_PHASE]
+    assert con["reference_offset_bytes"].nunique() == 16
+    assert len(con) < 256 * 16  # far fewer launches than every line against every class
+    assert doc["model"]["fits"]["additive_far"]["r2"] > 0.99
+    assert abs(doc["elements"]["l2"]["far_penalty_cycles"]["value"] - 200) < 1
+
+
+def _contention(share_of, lines=64, noise=0.01, seed=0):
+    """Contention rows of a class search over `lines` lines, each launch taking
+    share_of(reference, partner) of the one-line time (1000 ns), with relative noise."""
+    from gpudissect.analysis.l2_slices import contention_same
+
+    rng = np.random.default_rng(seed)
+    left, frames = [int(o) * 128 for o in range(lines)], []
+    while left:
+        ref, rest = left[0], left[1:]
+        partners = e.contention_partners(ref, rest)
+        ns = [1000 * (1.0 if p == ref else share_of(ref, p)) for p in partners]
+        frame = e._contention_frame(
+            e.L2ContentionWork(region_bytes=1 << 20, flush_bytes=8, reference_bytes=ref,
+                               partners_bytes=partners, iterations=1),
+            len(frames),
+            e.L2ContentionResult(np.asarray(ns) * (1 + rng.normal(0, noise, len(ns))), 1000.0),
+        )  # fmt: skip
+        frames.append(frame)
+        same = contention_same(frame)
+        left = [o for o in rest if not same[o]]
+    return pd.concat(frames, ignore_index=True)
+
+
+@pytest.mark.parametrize(
+    ("share_of", "why"),
+    [
+        (lambda a, b: 0.5, "no two lines contend"),
+        (lambda a, b: 1.0, "every line contends with every other"),
+        # 48 slices for 64 lines: most classes hold one line
+        (lambda a, b: 1.0 if (a // 128) % 48 == (b // 128) % 48 else 0.5, "classes hold one line"),
+    ],
+)
+def test_contention_that_cannot_give_the_slice_count_leaves_it_undetermined(share_of, why):
+    from gpudissect.analysis.l2_slices import _contention_slices, contention_classes
+
+    q = _contention_slices(contention_classes(_contention(share_of)))
+    assert q["value"] is None and why in q["undetermined"], q
+
+
+def test_contention_classes_count_launches_near_the_threshold_as_undecided():
+    from gpudissect.analysis.l2_slices import _contention_slices, contention_classes
+
+    clean = _contention(lambda a, b: 1.0 if a % 1024 == b % 1024 else 0.5)
+    q = _contention_slices(contention_classes(clean))
+    assert q["value"] == 8 and q["confidence"] > 0.99, q
+    # the other slices take 0.73 of the one-line time: most inside three noise SDs of 0.75
+    blurred = _contention(lambda a, b: 1.0 if a % 1024 == b % 1024 else 0.73)
+    q = _contention_slices(contention_classes(blurred))
+    assert q["confidence"] < 0.5, q

@@ -5,11 +5,20 @@
    second helper's phase where the SM was walked again): near and far lines, and the partition
    function over address bits 7-20 solved over GF(2) (`l2_partition`).
 2. Which SMs share a near partition (their near sets coincide).
-3. Slices: lines whose latency vectors over every SM agree up to the noise belong to one slice.
-   Average-linkage clustering of the lines by the mean absolute difference of their vectors,
-   cut at `CUT_FACTOR` times the median distance of a line to its nearest neighbour (two lines of
-   one slice differ by noise alone); the classes are separated when the closest merge above the
-   cut lies at least `MIN_SEPARATION` times above the farthest one below it.
+3. Slices, from the contention phase where the trace has one (phase 2): two lines hammered
+   with atomics by every warp of a grid take as long as one line alone when one slice serves
+   both, about half as long when two do. A launch's share is its duration over the median of
+   its class reference's launches beside itself; a share above `SAME_SHARE` (halfway between
+   the two servers' 0.5 and the one server's 1.0) puts the partner in the reference's slice.
+   The classes are the slices of the sampled lines; the count is undetermined where no two
+   lines contend, where every line contends with every other (the limit is not a slice's), or
+   where too many classes hold a single line for the sample to have met every slice.
+   Without a contention phase (older traces): lines whose latency vectors over every SM agree
+   up to the noise belong to one slice. Average-linkage clustering of the lines by the mean
+   absolute difference of their vectors, cut at `CUT_FACTOR` times the median distance of a
+   line to its nearest neighbour (two lines of one slice differ by noise alone); the classes are
+   separated when the closest merge above the cut lies at least `MIN_SEPARATION` times above
+   the farthest one below it.
 4. The SM x slice matrix (median latency of a class's lines from each SM) and two least-squares
    fits: latency = a_sm + b_slice, and the same + p * [the slice lies in the SM's far set].
 """
@@ -27,6 +36,11 @@ from .result import header, quantity, undetermined
 CUT_FACTOR = 3.0
 MIN_SEPARATION = 1.5
 MIN_LINES = 16
+CONTENTION_PHASE = 2  # experiments.l2_slices.CONTENTION_PHASE (the analysis reads traces only)
+SAME_SHARE = 0.75  # halfway between two slices' 0.5 and one slice's 1.0 of the one-line time
+DECIDED_SDS = 3.0  # a launch is decided when its share lies this many noise SDs off SAME_SHARE
+MAX_SINGLETON_SHARE = 0.05  # classes of one line, as a share of the lines (Good-Turing: the
+# chance that a further line falls in a slice the sample has not met)
 
 
 def first_touch_gap(frame: pd.DataFrame) -> float | None:
@@ -76,6 +90,105 @@ def _noise_cycles(data: pd.DataFrame) -> float:
     if not len(dev):
         return float("nan")
     return 1.2533 * float(dev[dev <= dev.quantile(0.99)].mean())
+
+
+def contention_shares(frame: pd.DataFrame) -> pd.DataFrame:
+    """One class search's launches (the rows of one reference) with `share`: the duration over
+    the median of the reference's launches beside itself; `self` marks those."""
+    f = frame[["reference_offset_bytes", "offset_bytes", "order", "elapsed_ns"]].copy()
+    f["self"] = f["offset_bytes"] == f["reference_offset_bytes"]
+    one = float(f.loc[f["self"], "elapsed_ns"].median())
+    f["share"] = f["elapsed_ns"] / one if one > 0 else np.nan
+    return f
+
+
+def contention_same(frame: pd.DataFrame) -> dict[int, bool]:
+    """Partner offset -> whether it shares the reference's slice (`SAME_SHARE`), for the
+    launches of one reference (the sweep's question after each class search)."""
+    f = contention_shares(frame)
+    f = f[~f["self"]]
+    return {
+        int(o): bool(s > SAME_SHARE) for o, s in zip(f["offset_bytes"], f["share"], strict=True)
+    }
+
+
+def contention_classes(data: pd.DataFrame) -> dict[str, Any]:
+    """The contention phase's classes: labels of the sampled lines (in order of their class's
+    search), the shares, the noise of the one-line duration and the evidence numbers."""
+    offsets: list[int] = []
+    labels: list[int] = []
+    shares, self_cv = [], []
+    for k, (ref, frame) in enumerate(data.groupby("reference_offset_bytes", sort=False)):
+        f = contention_shares(frame)
+        selfs = f.loc[f["self"], "elapsed_ns"].to_numpy(float)
+        if selfs.size > 1 and selfs.mean() > 0:
+            self_cv.append(float(selfs.std(ddof=1) / selfs.mean()))
+        other = f[~f["self"]]
+        shares.append(other["share"].to_numpy(float))
+        members = [int(ref)] + [
+            int(o)
+            for o, s in zip(other["offset_bytes"], other["share"], strict=True)
+            if s > SAME_SHARE
+        ]
+        offsets += members
+        labels += [k] * len(members)
+    share = np.concatenate(shares) if shares else np.zeros(0)
+    noise = float(np.sqrt(np.mean(np.square(self_cv)))) if self_cv else float("nan")
+    same, other = share[share > SAME_SHARE], share[share <= SAME_SHARE]
+    decided = np.abs(share - SAME_SHARE) > DECIDED_SDS * noise if np.isfinite(noise) else share
+    sizes = np.bincount(labels) if labels else np.zeros(0, int)
+    return {
+        "offsets": np.asarray(offsets, np.int64),
+        "labels": np.asarray(labels, int),
+        "classes": int(sizes.size),
+        "sizes": sizes,
+        "launches": int(share.size),
+        "same_median": float(np.median(same)) if same.size else None,
+        "other_median": float(np.median(other)) if other.size else None,
+        "same_min": float(same.min()) if same.size else None,
+        "other_max": float(other.max()) if other.size else None,
+        "noise": noise,
+        "decided": float(np.mean(decided)) if share.size else 0.0,
+    }
+
+
+def _contention_slices(c: dict[str, Any]) -> dict[str, Any]:
+    """The slice count from the contention classes, or undetermined with the reason."""
+    lines = int(c["sizes"].sum())
+    singles = int((c["sizes"] == 1).sum())
+    fmt = lambda v: "none" if v is None else f"{v:.3f}"  # noqa: E731
+    evidence = (
+        f"{lines} lines in {c['classes']} classes of {int(c['sizes'].min())}-"
+        f"{int(c['sizes'].max())} lines ({singles} of one line) from {c['launches']} launches; "
+        f"share of the one-line duration: same slice median {fmt(c['same_median'])} (lowest "
+        f"{fmt(c['same_min'])}), other slices median {fmt(c['other_median'])} (highest "
+        f"{fmt(c['other_max'])}); the one-line duration varies by {c['noise']:.1%} (SD); "
+        f"{c['decided']:.1%} of the launches lie over {DECIDED_SDS:g} SDs from {SAME_SHARE}"
+    )
+    method = (
+        "slice contention: every warp of a full grid hammers two lines with atomics; lines "
+        f"whose launch takes over {SAME_SHARE} of the time of the reference line alone share "
+        "its slice; the count of classes over a random sample of the region's lines"
+    )
+    if c["same_median"] is None:
+        return undetermined(f"no two lines contend: {evidence}")
+    if c["classes"] == 1:
+        return undetermined(
+            "every line contends with every other: what limits the atomics is not a slice's "
+            f"unit; {evidence}"
+        )
+    if singles > MAX_SINGLETON_SHARE * lines:
+        return undetermined(
+            f"{singles} classes hold one line, over {MAX_SINGLETON_SHARE:.0%} of the lines: the "
+            f"sample may not meet every slice; {evidence}"
+        )
+    return quantity(
+        c["classes"],
+        unit=None,
+        confidence=c["decided"] * (1 - singles / lines),
+        method=method,
+        evidence=evidence,
+    )
 
 
 def slice_classes(matrix: pd.DataFrame) -> dict[str, Any]:
@@ -288,60 +401,10 @@ def figure_table(data: pd.DataFrame, doc: dict[str, Any]) -> pd.DataFrame:
     )
 
 
-def analyse(
-    data: pd.DataFrame, *, provenance: dict[str, Any], inputs: dict | None = None
-) -> dict[str, Any]:
-    """The `l2_slices` result document for one device."""
-    doc = header("l2_slices", provenance)
-    doc["path"] = "cg"
-    doc["clocks_before"] = provenance.get("clocks_before")
-    doc["clocks_after"] = provenance.get("clocks_after")
-    if data.empty:
-        why = "the trace is empty: no SM could be walked"
-        doc["elements"] = {"l2": {k: undetermined(why) for k in ("slices", "partitions")}}
-        return doc
-    matrix = latency_matrix(data, 0).dropna(axis=1)
-    offsets = matrix.columns.to_numpy(dtype=np.int64)
-    lines, sms = len(offsets), len(matrix)
-    noise = _noise_cycles(data)
-    rows, far_sets = _per_sm(matrix)
-    quantities, groups = _partition_quantities(rows, far_sets, lines)
-    doc["sms"] = rows
-    doc["near_groups"] = groups
-    doc["noise_cycles"] = round(noise, 3) if np.isfinite(noise) else None
-    helpers = data.groupby("phase")["helper_sm"].first().to_dict()
-    doc["helpers"] = {str(k): int(v) for k, v in helpers.items()}
-    l2: dict[str, Any] = dict(quantities)
-    if lines < MIN_LINES or sms < 2:
-        why = f"{lines} lines and {sms} SMs; need >= {MIN_LINES} lines and >= 2 SMs"
-        l2["slices"] = undetermined(why)
-        doc["elements"] = {"l2": l2}
-        return doc
-    c = slice_classes(matrix)
-    evidence = (
-        f"{lines} lines x {sms} SMs; nearest-line distance (median) {c['floor']:.2f} cycles, "
-        f"cut {c['cut']:.2f}; merges below the cut up to {c['within']:.2f}, above from "
-        f"{c['between']:.2f} (separation {c['separation']:.2f}); repetition noise "
-        f"{noise:.2f} cycles"
-    )
-    method = (
-        "average-linkage clustering of the lines by the mean absolute difference of their "
-        "first-touch latency vectors over the SMs, cut at 3 x the median nearest-line distance; "
-        "slices that differ by less than the noise from every SM merge (a lower bound)"
-    )
-    separated = c["separation"] >= MIN_SEPARATION and c["classes"] > 1
-    if separated:
-        l2["slices"] = quantity(
-            c["classes"],
-            unit=None,
-            confidence=1 - 1 / c["separation"],
-            method=method,
-            evidence=evidence,
-        )
-        labels, kind = c["labels"], "slice"
-    else:
-        l2["slices"] = undetermined(f"the latency classes are not separated: {evidence}")
-        labels, kind = np.arange(lines), "line"
+def _matrix_and_fits(doc, l2, matrix, labels, kind, rows, far_sets) -> dict[str, Any]:
+    """The SM x column matrix (columns: `kind` "slice" classes or single "line"s, `labels` per
+    column of `matrix`), the additive fits and the far penalty, into `doc`."""
+    sms = len(matrix)
     table = _columns(matrix, labels)
     far = None
     if len(far_sets) == sms:
@@ -364,8 +427,82 @@ def analyse(
     doc["columns"] = {
         "kind": kind,
         "lines_per_column": np.bincount(labels).tolist(),
-        "offsets_bytes": offsets.tolist(),
-        "column": labels.tolist(),
+        "offsets_bytes": matrix.columns.to_numpy(dtype=np.int64).tolist(),
+        "column": np.asarray(labels).tolist(),
     }
     doc["elements"] = {"l2": l2}
     return doc
+
+
+def analyse(
+    data: pd.DataFrame, *, provenance: dict[str, Any], inputs: dict | None = None
+) -> dict[str, Any]:
+    """The `l2_slices` result document for one device."""
+    doc = header("l2_slices", provenance)
+    doc["path"] = "cg"
+    doc["clocks_before"] = provenance.get("clocks_before")
+    doc["clocks_after"] = provenance.get("clocks_after")
+    contention = pd.DataFrame()
+    if "reference_offset_bytes" in data.columns:
+        contention = data[data["phase"] == CONTENTION_PHASE]
+        data = data[data["phase"] != CONTENTION_PHASE]
+    if data.empty:
+        why = "the trace is empty: no SM could be walked"
+        doc["elements"] = {"l2": {k: undetermined(why) for k in ("slices", "partitions")}}
+        return doc
+    matrix = latency_matrix(data, 0).dropna(axis=1)
+    offsets = matrix.columns.to_numpy(dtype=np.int64)
+    lines, sms = len(offsets), len(matrix)
+    noise = _noise_cycles(data)
+    rows, far_sets = _per_sm(matrix)
+    quantities, groups = _partition_quantities(rows, far_sets, lines)
+    doc["sms"] = rows
+    doc["near_groups"] = groups
+    doc["noise_cycles"] = round(noise, 3) if np.isfinite(noise) else None
+    helpers = data.groupby("phase")["helper_sm"].first().to_dict()
+    doc["helpers"] = {str(k): int(v) for k, v in helpers.items()}
+    l2: dict[str, Any] = dict(quantities)
+    if lines < MIN_LINES or sms < 2:
+        why = f"{lines} lines and {sms} SMs; need >= {MIN_LINES} lines and >= 2 SMs"
+        l2["slices"] = undetermined(why)
+        doc["elements"] = {"l2": l2}
+        return doc
+    if not contention.empty:
+        c = contention_classes(contention)
+        l2["slices"] = _contention_slices(c)
+        doc["contention"] = {
+            "classes": c["classes"],
+            "lines_per_class": c["sizes"].tolist(),
+            "launches": c["launches"],
+        }
+        pos = pd.Index(offsets).get_indexer(c["offsets"])
+        if l2["slices"].get("value") is not None and (pos >= 0).all():
+            # the matrix of the sampled lines, a column per slice
+            far_sets = {sm: f[pos] for sm, f in far_sets.items()}
+            sampled = matrix[c["offsets"]]
+            return _matrix_and_fits(doc, l2, sampled, c["labels"], "slice", rows, far_sets)
+        return _matrix_and_fits(doc, l2, matrix, np.arange(lines), "line", rows, far_sets)
+    c = slice_classes(matrix)
+    evidence = (
+        f"{lines} lines x {sms} SMs; nearest-line distance (median) {c['floor']:.2f} cycles, "
+        f"cut {c['cut']:.2f}; merges below the cut up to {c['within']:.2f}, above from "
+        f"{c['between']:.2f} (separation {c['separation']:.2f}); repetition noise "
+        f"{noise:.2f} cycles"
+    )
+    method = (
+        "average-linkage clustering of the lines by the mean absolute difference of their "
+        "first-touch latency vectors over the SMs, cut at 3 x the median nearest-line distance; "
+        "slices that differ by less than the noise from every SM merge (a lower bound)"
+    )
+    separated = c["separation"] >= MIN_SEPARATION and c["classes"] > 1
+    if separated:
+        l2["slices"] = quantity(
+            c["classes"],
+            unit=None,
+            confidence=1 - 1 / c["separation"],
+            method=method,
+            evidence=evidence,
+        )
+        return _matrix_and_fits(doc, l2, matrix, c["labels"], "slice", rows, far_sets)
+    l2["slices"] = undetermined(f"the latency classes are not separated: {evidence}")
+    return _matrix_and_fits(doc, l2, matrix, np.arange(lines), "line", rows, far_sets)

@@ -4,7 +4,9 @@ backend; the handler uses its context, prepared functions and chase buffer.
 The region and the flush buffer live in the backend's chase buffer, held for the whole sweep
 (`CudaBackend._device_buffer`): the same physical pages for every SM and repetition, so that
 the addresses' slices do not change between launches. The region starts at the first
-`region_bytes`-aligned address of the buffer; the flush buffer follows it."""
+`region_bytes`-aligned address of the buffer; the flush buffer follows it. The contention
+launches (`l2_slice_hammer`) hammer lines of the same region: each launch is timed by a pair of
+events, queued back to back and read once the last has run."""
 
 from __future__ import annotations
 
@@ -13,7 +15,13 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from ..exceptions import DeviceUnavailable
-from ..experiments.l2_slices import L2SliceResult, L2SliceWork
+from ..experiments.l2_slices import (
+    CONTENTION_WARPS,
+    L2ContentionResult,
+    L2ContentionWork,
+    L2SliceResult,
+    L2SliceWork,
+)
 from .base import handles
 
 if TYPE_CHECKING:
@@ -24,18 +32,22 @@ GRID_TRIES = 4  # launches with a growing grid before an SM counts as absent
 FLUSH_BLOCKS, FLUSH_THREADS = 1024, 256
 
 
+def _region(backend: CudaBackend, region_bytes: int, flush_bytes: int) -> tuple[int, int]:
+    """(region address, flush buffer address) inside the chase buffer."""
+    base = int(backend._device_buffer(2 * region_bytes + flush_bytes, exact=True))
+    region = (base + region_bytes - 1) // region_bytes * region_bytes
+    return region, region + region_bytes
+
+
 def _layout(backend: CudaBackend, work: L2SliceWork) -> tuple[int, int]:
     """(region address, flush buffer address) inside the chase buffer; the region's contents are
     uploaded when the buffer or the chain is new."""
-    need = 2 * work.region_bytes + work.flush_bytes
-    buf = backend._device_buffer(need, exact=True)
-    base = int(buf)
-    region = (base + work.region_bytes - 1) // work.region_bytes * work.region_bytes
-    key = (base, work.region_bytes, work.offsets_bytes.tobytes())
+    region, flush = _region(backend, work.region_bytes, work.flush_bytes)
+    key = (region, work.region_bytes, work.offsets_bytes.tobytes())
     if getattr(backend, "_l2_slice_region", None) != key:
         backend.drv.memcpy_htod(region, work.region())
         backend._l2_slice_region = key
-    return region, region + work.region_bytes
+    return region, flush
 
 
 def _block_shared_bytes(backend: CudaBackend, need: int) -> int:
@@ -121,4 +133,35 @@ def run_l2_slices(backend: CudaBackend, work: L2SliceWork, **_: object) -> L2Sli
         sm=sm,
         helper_sm=helper,
         sm_clock_mhz=float(clock) if clock is not None else float("nan"),
+    )
+
+
+@handles("cuda", L2ContentionWork)
+def run_l2_contention(
+    backend: CudaBackend, work: L2ContentionWork, **_: object
+) -> L2ContentionResult:
+    drv = backend.drv
+    region, _ = _region(backend, work.region_bytes, work.flush_bytes)
+    fn = backend.function(KERNEL, "l2_slice_hammer", "PQQII")
+    sms = backend.device.get_attribute(drv.device_attribute.MULTIPROCESSOR_COUNT)
+    grid, block = (work.grid_blocks or 2 * sms, 1), (32 * CONTENTION_WARPS, 1, 1)
+    reference, iterations = np.uint64(work.reference_bytes), np.uint32(work.iterations)
+
+    def launch(partner: int) -> None:
+        # addend 0: the chain in the region stays as the walks need it
+        fn.prepared_call(
+            grid, block, region, reference, np.uint64(partner), iterations, np.uint32(0)
+        )
+
+    launch(work.reference_bytes)  # the first launch loads the module's code: not timed
+    events = [(drv.Event(), drv.Event()) for _ in range(work.partners_bytes.size)]
+    for (start, end), partner in zip(events, work.partners_bytes, strict=True):
+        start.record()
+        launch(int(partner))
+        end.record()
+    events[-1][1].synchronize()
+    elapsed = np.array([end.time_since(start) * 1e6 for start, end in events], dtype=np.float64)
+    clock = backend.clocks()["sm_clock_mhz"]
+    return L2ContentionResult(
+        elapsed_ns=elapsed, sm_clock_mhz=float(clock) if clock is not None else float("nan")
     )

@@ -17,6 +17,17 @@ question this sweep asks the analysis): phase 1.
 The lines are a seeded random sample of the region's lines, walked in a seeded random order;
 inside a 2 MiB-aligned region the low 21 address bits are the same virtual and physical (2 MiB
 pages), so the analysis can solve the partition function over bits 7-20. Every sample is kept.
+
+Then, on the same region (the same physical pages), the slice contention phase (phase 2; off
+when `contention_lines` is 0): every warp of a full grid hammers one of two lines with atomics
+(kernels/l2slices.cu, `l2_slice_hammer`), and the launch's duration says whether the two lines
+share a slice (one slice's atomic unit serves both: as long as one line alone) or not (about
+half). The lines are the first `contention_lines` of the chain's order (a random sample). The
+first line not yet placed is the next class's reference: it is hammered beside every line not
+yet placed, and beside itself before, between and after them (the one-slice duration); the
+lines that take as long join its class (`analysis.l2_slices.contention_same`, the sweep's other
+question), the rest wait for the next reference. So the launches number about the slices times
+half the lines. Every duration is kept.
 """
 
 from __future__ import annotations
@@ -37,6 +48,8 @@ KERNELS = ("l2slices",)
 LINE_BYTES = 128
 PASSES = 2  # timed walks of the chain per repetition (pass 0: first touch; 1: again)
 FLUSH_L2_MULTIPLE = 4  # the automatic flush reads this many L2 sizes
+CONTENTION_PHASE = 2  # the trace's rows of the slice contention phase
+CONTENTION_WARPS = 8  # warps per block of a contention launch (half on each line)
 
 SCHEMA = pa.schema(
     [
@@ -51,6 +64,10 @@ SCHEMA = pa.schema(
         pa.field("cycles", pa.uint32()),
         pa.field("region_bytes", pa.int64()),
         pa.field("sm_clock_mhz", pa.float32()),
+        # the contention phase: the class's reference line hammered beside `offset_bytes`, and
+        # the launch's duration (-1 and NaN in the walks' rows)
+        pa.field("reference_offset_bytes", pa.int64()),
+        pa.field("elapsed_ns", pa.float64()),
     ]
 )
 
@@ -105,6 +122,37 @@ class L2SliceResult:
 
 
 @dataclass(frozen=True)
+class L2ContentionWork:
+    """Launches of the contention kernel on the region the walks use (the same
+    `region_bytes` and `flush_bytes`, so the same place in the backend's buffer): for each
+    partner, one launch of `grid_blocks` blocks (0: twice the SM count) of `CONTENTION_WARPS`
+    warps, the even warps hammering the line at `reference_bytes`, the odd ones the partner's,
+    `iterations` atomics each."""
+
+    region_bytes: int
+    flush_bytes: int
+    reference_bytes: int
+    partners_bytes: np.ndarray  # int64 line offsets inside the region, in launch order
+    iterations: int
+    grid_blocks: int = 0
+
+    def __post_init__(self) -> None:
+        o = np.append(self.partners_bytes, self.reference_bytes)
+        if self.partners_bytes.ndim != 1 or self.partners_bytes.size < 1:
+            raise ValueError("partners_bytes must hold at least one offset")
+        if int(o.min()) < 0 or int(o.max()) >= self.region_bytes or np.any(o % LINE_BYTES):
+            raise ValueError("the offsets must be line-aligned offsets inside the region")
+        if self.iterations < 1:
+            raise ValueError("iterations must be >= 1")
+
+
+@dataclass(frozen=True)
+class L2ContentionResult:
+    elapsed_ns: np.ndarray  # float64, one launch per partner, in order
+    sm_clock_mhz: float
+
+
+@dataclass(frozen=True)
 class L2SliceParams:
     enabled: bool
     lines: int
@@ -113,6 +161,8 @@ class L2SliceParams:
     sms: tuple[int, ...] | None  # None: every SM the driver reports
     flush_bytes: int | None  # None: FLUSH_L2_MULTIPLE L2 sizes
     line_seed: int
+    contention_lines: int = 0  # 0: no contention phase
+    contention_iterations: int = 16
 
 
 def parse_params(section: dict, key: str) -> L2SliceParams:
@@ -124,6 +174,8 @@ def parse_params(section: dict, key: str) -> L2SliceParams:
         sms=None if section["sms"] == "auto" else tuple(section["sms"]),
         flush_bytes=None if section["flush_bytes"] == "auto" else section["flush_bytes"],
         line_seed=section["line_seed"],
+        contention_lines=section["contention_lines"],
+        contention_iterations=section["contention_iterations"],
     )
     region_lines = p.region_bytes // LINE_BYTES
     if p.region_bytes & (p.region_bytes - 1):
@@ -164,8 +216,65 @@ def _frame(phase, work: L2SliceWork, repetition: int, r: L2SliceResult) -> pd.Da
             "cycles": np.asarray(r.cycles, dtype=np.uint32),
             "region_bytes": np.full(k, work.region_bytes, np.int64),
             "sm_clock_mhz": np.full(k, r.sm_clock_mhz, np.float32),
+            "reference_offset_bytes": np.full(k, -1, np.int64),
+            "elapsed_ns": np.full(k, np.nan),
         }
     )
+
+
+def _contention_frame(work: L2ContentionWork, klass: int, r: L2ContentionResult) -> pd.DataFrame:
+    k = work.partners_bytes.size
+    return pd.DataFrame(
+        {
+            "phase": np.full(k, CONTENTION_PHASE, np.int8),
+            "helper_sm": np.full(k, -1, np.int32),
+            "target_sm": np.full(k, -1, np.int32),
+            "sm": np.full(k, -1, np.int32),
+            "repetition": np.full(k, klass, np.int16),
+            "pass": np.zeros(k, np.int8),
+            "order": np.arange(k, dtype=np.int32),
+            "offset_bytes": work.partners_bytes.astype(np.int64),
+            "cycles": np.zeros(k, np.uint32),
+            "region_bytes": np.full(k, work.region_bytes, np.int64),
+            "sm_clock_mhz": np.full(k, r.sm_clock_mhz, np.float32),
+            "reference_offset_bytes": np.full(k, work.reference_bytes, np.int64),
+            "elapsed_ns": np.asarray(r.elapsed_ns, dtype=np.float64),
+        }
+    )
+
+
+def contention_partners(reference: int, rest: list[int]) -> np.ndarray:
+    """The launch order of one class's search: the reference beside itself before, between
+    and after the lines not yet placed (three one-slice durations to compare them with)."""
+    half = len(rest) // 2
+    return np.array([reference, *rest[:half], reference, *rest[half:], reference], np.int64)
+
+
+def contention_phase(
+    backend: Backend, p: L2SliceParams, offsets: np.ndarray, flush: int, progress=None
+) -> list[pd.DataFrame]:
+    """The slice classes of the first `contention_lines` lines, one reference at a time."""
+    from ..analysis.l2_slices import contention_same
+
+    left = [int(o) for o in offsets[: p.contention_lines]]  # at most the walked lines
+    frames = []
+    while left:
+        reference, rest = left[0], left[1:]
+        work = L2ContentionWork(
+            region_bytes=p.region_bytes,
+            flush_bytes=flush,
+            reference_bytes=reference,
+            partners_bytes=contention_partners(reference, rest),
+            iterations=p.contention_iterations,
+        )
+        r = backend.run(work, seed=104729 + len(frames))
+        frame = _contention_frame(work, len(frames), r)
+        frames.append(frame)
+        same = contention_same(frame)
+        left = [o for o in rest if not same.get(o, False)]
+        if progress:
+            progress(p.contention_lines - len(left), p.contention_lines)
+    return frames
 
 
 def run(
@@ -224,6 +333,8 @@ def run(
         total[0] += len(rest) * p.repetitions
         for target in rest:
             walk(1, helpers[0], target)
+    if p.contention_lines:
+        frames += contention_phase(backend, p, offsets, flush)
     if not frames:
         return pd.DataFrame({f.name: pd.Series(dtype=f.type.to_pandas_dtype()) for f in SCHEMA})
     return pd.concat(frames, ignore_index=True)

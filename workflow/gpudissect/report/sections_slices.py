@@ -22,10 +22,11 @@ def _bits(bits: list[int]) -> str:
 def l2_slices_section(doc: dict[str, Any], figures: list[str]) -> list[str]:
     lines = ["### L2 partitions and slices (first-touch latency from every SM)", ""]
     l2 = (doc.get("elements") or {}).get("l2", {})
+    how = "contention classes" if doc.get("contention") else "latency classes"
     rows = [
         ("partition function (address bits 7-20)", l2.get("partition_function"), _bits),
         ("partitions (groups of SMs with one near set)", l2.get("partitions"), str),
-        ("slices (latency classes)", l2.get("slices"), str),
+        (f"slices ({how})", l2.get("slices"), str),
         ("far-partition penalty (cycles)", l2.get("far_penalty_cycles"), lambda v: f"{v:.1f}"),
     ]
     lines += ["| quantity | value | confidence |", "| --- | --- | --- |"]

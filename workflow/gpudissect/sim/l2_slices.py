@@ -11,8 +11,10 @@ slice ``k`` costs
     + far_cycles when slice_partition[k] != sm_partition[s]
 
 (an SM's distance to the crossbar, the slice's distance, and the trip to the other partition).
-Misses and every other cache are unchanged. The engine evaluates the slice function per load
-(``_kernels.load``); the latencies of one SM's slices are computed here.
+Misses and every other cache are unchanged. Each slice has one atomic unit, busy
+``atomic_cycles`` per warp-wide atomic (the contention launches of backends/l2slices_sim.py).
+The engine evaluates the slice function per load (``_kernels.load``); the latencies of one SM's
+slices are computed here.
 """
 
 from __future__ import annotations
@@ -35,6 +37,7 @@ class L2SliceSpec:
     slice_cycles: tuple[int, ...]
     far_cycles: int
     line_bytes: int
+    atomic_cycles: int = 4
 
     def slice_of(self, address_bytes: int) -> int:
         """The slice of one byte address."""

@@ -371,6 +371,7 @@ class _Checker:
             index=index,
             far_cycles=d["far_cycles"],
             line_bytes=line,
+            atomic_cycles=d.get("atomic_cycles", L2SliceSpec.atomic_cycles),
             **values,
         )
 
