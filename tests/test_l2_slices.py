@@ -221,7 +221,7 @@ def test_a_trace_without_structure_leaves_everything_undetermined():
     n, sms, reps = 256, 4, 2
     offsets = rng.choice(16384, n, replace=False) * 128
     rows = [
-        (0, 0, s, s, r, p, i, offsets[i], 300 + rng.normal(0, 2), 2 << 20, 1000.0, -1, np.nan)
+        (0, 0, s, s, r, p, i, offsets[i], 300 + rng.normal(0, 2), 2 << 20, 1000.0, -1, -1.0)
         for s in range(sms) for r in range(reps) for p in range(2) for i in range(n)
     ]  # fmt: skip
     data = pd.DataFrame(rows, columns=e.SCHEMA.names)

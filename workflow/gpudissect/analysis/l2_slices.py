@@ -70,6 +70,11 @@ def partition_splits(gaps: dict[int, float | None]) -> dict[int, bool]:
     }
 
 
+def walks(data: pd.DataFrame) -> pd.DataFrame:
+    """The rows of the timed walks (a trace's contention rows left out)."""
+    return data[data["phase"] != CONTENTION_PHASE]
+
+
 def latency_matrix(data: pd.DataFrame, pass_: int = 0) -> pd.DataFrame:
     """Minimum latency over repetitions, SMs (rows) x line offsets (columns), of pass `pass_`;
     an SM walked in both phases keeps the later phase's walk (the helper of the other
@@ -117,12 +122,9 @@ def contention_classes(data: pd.DataFrame) -> dict[str, Any]:
     search), the shares, the noise of the one-line duration and the evidence numbers."""
     offsets: list[int] = []
     labels: list[int] = []
-    shares, self_cv = [], []
+    shares = []
     for k, (ref, frame) in enumerate(data.groupby("reference_offset_bytes", sort=False)):
         f = contention_shares(frame)
-        selfs = f.loc[f["self"], "elapsed_ns"].to_numpy(float)
-        if selfs.size > 1 and selfs.mean() > 0:
-            self_cv.append(float(selfs.std(ddof=1) / selfs.mean()))
         other = f[~f["self"]]
         shares.append(other["share"].to_numpy(float))
         members = [int(ref)] + [
@@ -133,9 +135,13 @@ def contention_classes(data: pd.DataFrame) -> dict[str, Any]:
         offsets += members
         labels += [k] * len(members)
     share = np.concatenate(shares) if shares else np.zeros(0)
-    noise = float(np.sqrt(np.mean(np.square(self_cv)))) if self_cv else float("nan")
     same, other = share[share > SAME_SHARE], share[share <= SAME_SHARE]
-    decided = np.abs(share - SAME_SHARE) > DECIDED_SDS * noise if np.isfinite(noise) else share
+    # the spread of a launch's share around its group's median (robust SD: 1.4826 x MAD);
+    # the first launch after the host's pause between searches may run slow, so not the spread
+    # of the one-line launches
+    dev = np.concatenate([g - np.median(g) for g in (same, other) if g.size])
+    noise = 1.4826 * float(np.median(np.abs(dev))) if dev.size else float("nan")
+    decided = np.abs(share - SAME_SHARE) > DECIDED_SDS * noise
     sizes = np.bincount(labels) if labels else np.zeros(0, int)
     return {
         "offsets": np.asarray(offsets, np.int64),
@@ -162,7 +168,8 @@ def _contention_slices(c: dict[str, Any]) -> dict[str, Any]:
         f"{int(c['sizes'].max())} lines ({singles} of one line) from {c['launches']} launches; "
         f"share of the one-line duration: same slice median {fmt(c['same_median'])} (lowest "
         f"{fmt(c['same_min'])}), other slices median {fmt(c['other_median'])} (highest "
-        f"{fmt(c['other_max'])}); the one-line duration varies by {c['noise']:.1%} (SD); "
+        f"{fmt(c['other_max'])}); spread of a share around its group's median {c['noise']:.3f} "
+        "(robust SD); "
         f"{c['decided']:.1%} of the launches lie over {DECIDED_SDS:g} SDs from {SAME_SHARE}"
     )
     method = (
@@ -387,7 +394,7 @@ def figure_table(data: pd.DataFrame, doc: dict[str, Any]) -> pd.DataFrame:
     assign = doc.get("columns")
     if data.empty or not assign:
         return pd.DataFrame(columns=columns)
-    matrix = latency_matrix(data, 0)[assign["offsets_bytes"]]
+    matrix = latency_matrix(walks(data), 0)[assign["offsets_bytes"]]
     labels = np.asarray(assign["column"])
     table = _columns(matrix, labels)
     far = {r["sm"]: r.get("far_columns") for r in doc.get("sms", [])}
@@ -442,10 +449,8 @@ def analyse(
     doc["path"] = "cg"
     doc["clocks_before"] = provenance.get("clocks_before")
     doc["clocks_after"] = provenance.get("clocks_after")
-    contention = pd.DataFrame()
-    if "reference_offset_bytes" in data.columns:
-        contention = data[data["phase"] == CONTENTION_PHASE]
-        data = data[data["phase"] != CONTENTION_PHASE]
+    contention = data[data["phase"] == CONTENTION_PHASE]
+    data = walks(data)
     if data.empty:
         why = "the trace is empty: no SM could be walked"
         doc["elements"] = {"l2": {k: undetermined(why) for k in ("slices", "partitions")}}

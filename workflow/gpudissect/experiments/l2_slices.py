@@ -65,7 +65,7 @@ SCHEMA = pa.schema(
         pa.field("region_bytes", pa.int64()),
         pa.field("sm_clock_mhz", pa.float32()),
         # the contention phase: the class's reference line hammered beside `offset_bytes`, and
-        # the launch's duration (-1 and NaN in the walks' rows)
+        # the launch's duration (both -1 in the walks' rows)
         pa.field("reference_offset_bytes", pa.int64()),
         pa.field("elapsed_ns", pa.float64()),
     ]
@@ -217,7 +217,7 @@ def _frame(phase, work: L2SliceWork, repetition: int, r: L2SliceResult) -> pd.Da
             "region_bytes": np.full(k, work.region_bytes, np.int64),
             "sm_clock_mhz": np.full(k, r.sm_clock_mhz, np.float32),
             "reference_offset_bytes": np.full(k, -1, np.int64),
-            "elapsed_ns": np.full(k, np.nan),
+            "elapsed_ns": np.full(k, -1.0),
         }
     )
 
