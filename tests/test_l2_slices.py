@@ -335,8 +335,9 @@ def test_contention_sorts_the_lines_into_the_profile_s_slices(flat_twin):
     pairs = set(zip(cols["column"], true_slice, strict=True))
     assert len(pairs) == 16 and len({c for c, _ in pairs}) == 16  # one slice per class
     # one search per slice, each over the lines no earlier class took
-    con = data[data["phase"] == e.CONTENTION_PHASE]
+    con = data[(data["phase"] == e.CONTENTION_PHASE) & (data["pass"] == 0)]
     assert con["reference_offset_bytes"].nunique() == 16
+    assert "checks: 32 of 32 launches as the classes predict" in slices["evidence"]
     assert len(con) < 256 * 16  # far fewer launches than every line against every class
     assert doc["model"]["fits"]["additive_far"]["r2"] > 0.99
     assert abs(doc["elements"]["l2"]["far_penalty_cycles"]["value"] - 200) < 1
@@ -391,3 +392,26 @@ def test_contention_classes_count_launches_near_the_threshold_as_undecided():
     blurred = _contention(lambda a, b: 1.0 if a % 1024 == b % 1024 else 0.73)
     q = _contention_slices(contention_classes(blurred))
     assert q["confidence"] < 0.5, q
+
+
+@handles("fake_l2", e.L2ContentionWork)
+def _fake_contention(backend, work, *, seed=0):
+    """Lines contend in groups of four (line index // 4), except the group's second and third
+    lines, which do not contend with each other: classes that are not slices."""
+    i, ref = work.partners_bytes // 128, work.reference_bytes // 128
+    pair = np.isin(i % 4, (1, 2)) & np.isin(ref % 4, (1, 2)) & (i != ref)
+    one = (i // 4 == ref // 4) & ~pair
+    return e.L2ContentionResult(np.where(one, 1000.0, 500.0), 1000.0)
+
+
+def test_classes_the_check_launches_contradict_are_not_slices():
+    from gpudissect.analysis.l2_slices import _contention_slices, contention_classes
+
+    params = dataclasses.replace(PARAMS, lines=64, contention_lines=64)
+    offsets = np.arange(64, dtype=np.int64) * 128
+    frames = e.contention_phase(_FakeBackend(), params, offsets, flush=8)
+    data = pd.concat(frames, ignore_index=True)
+    c = contention_classes(data[data["phase"] == e.CONTENTION_PHASE])
+    assert c["classes"] == 16 and c["checks"] == 32 and c["checks_agree"] == 16
+    q = _contention_slices(c)
+    assert q["value"] is None and "16 of 32 check launches disagree" in q["undetermined"], q

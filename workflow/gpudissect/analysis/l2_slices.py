@@ -8,11 +8,15 @@
 3. Slices, from the contention phase where the trace has one (phase 2): two lines hammered
    with atomics by every warp of a grid take as long as one line alone when one slice serves
    both, about half as long when two do. A launch's share is its duration over the median of
-   its class reference's launches beside itself; a share above `SAME_SHARE` (halfway between
-   the two servers' 0.5 and the one server's 1.0) puts the partner in the reference's slice.
+   the three launches of its class reference beside itself nearest to it; a share above
+   `SAME_SHARE` (halfway between the two servers' 0.5 and the one server's 1.0) puts the
+   partner in the reference's slice.
    The classes are the slices of the sampled lines; the count is undetermined where no two
    lines contend, where every line contends with every other (the limit is not a slice's), or
-   where too many classes hold a single line for the sample to have met every slice.
+   where too many classes hold a single line for the sample to have met every slice, or where
+   over `MAX_CHECK_MISSES` of the check launches (two lines of one class other than its
+   reference: they should contend; one beside a line of another class: it should not)
+   disagree with the classes.
    Without a contention phase (older traces): lines whose latency vectors over every SM agree
    up to the noise belong to one slice. Average-linkage clustering of the lines by the mean
    absolute difference of their vectors, cut at `CUT_FACTOR` times the median distance of a
@@ -37,8 +41,10 @@ CUT_FACTOR = 3.0
 MIN_SEPARATION = 1.5
 MIN_LINES = 16
 CONTENTION_PHASE = 2  # experiments.l2_slices.CONTENTION_PHASE (the analysis reads traces only)
+LOCAL_SELVES = 3  # one-line launches nearest a launch that give its one-slice duration
 SAME_SHARE = 0.75  # halfway between two slices' 0.5 and one slice's 1.0 of the one-line time
 DECIDED_SDS = 3.0  # a launch is decided when its share lies this many noise SDs off SAME_SHARE
+MAX_CHECK_MISSES = 0.05  # check launches that may disagree with the classes
 MAX_SINGLETON_SHARE = 0.05  # classes of one line, as a share of the lines (Good-Turing: the
 # chance that a further line falls in a slice the sample has not met)
 
@@ -99,11 +105,18 @@ def _noise_cycles(data: pd.DataFrame) -> float:
 
 def contention_shares(frame: pd.DataFrame) -> pd.DataFrame:
     """One class search's launches (the rows of one reference) with `share`: the duration over
-    the median of the reference's launches beside itself; `self` marks those."""
+    the median of the `LOCAL_SELVES` launches of the reference beside itself nearest in launch
+    order (the clocks may drift during a search); `self` marks those."""
     f = frame[["reference_offset_bytes", "offset_bytes", "order", "elapsed_ns"]].copy()
-    f["self"] = f["offset_bytes"] == f["reference_offset_bytes"]
-    one = float(f.loc[f["self"], "elapsed_ns"].median())
-    f["share"] = f["elapsed_ns"] / one if one > 0 else np.nan
+    f["self"] = (f["offset_bytes"] == f["reference_offset_bytes"]).to_numpy()
+    at = f.loc[f["self"], "order"].to_numpy(float)
+    ns = f.loc[f["self"], "elapsed_ns"].to_numpy(float)
+    order = f["order"].to_numpy(float)
+    near = np.argsort(np.abs(order[:, None] - at[None, :]), axis=1, kind="stable")
+    one = np.median(ns[near[:, :LOCAL_SELVES]], axis=1)
+    f["share"] = np.where(
+        one > 0, f["elapsed_ns"].to_numpy(float) / np.where(one > 0, one, 1), np.nan
+    )
     return f
 
 
@@ -120,6 +133,8 @@ def contention_same(frame: pd.DataFrame) -> dict[int, bool]:
 def contention_classes(data: pd.DataFrame) -> dict[str, Any]:
     """The contention phase's classes: labels of the sampled lines (in order of their class's
     search), the shares, the noise of the one-line duration and the evidence numbers."""
+    checks = data[data["pass"] == 1]
+    data = data[data["pass"] == 0]
     offsets: list[int] = []
     labels: list[int] = []
     shares = []
@@ -142,6 +157,14 @@ def contention_classes(data: pd.DataFrame) -> dict[str, Any]:
     dev = np.concatenate([g - np.median(g) for g in (same, other) if g.size])
     noise = 1.4826 * float(np.median(np.abs(dev))) if dev.size else float("nan")
     decided = np.abs(share - SAME_SHARE) > DECIDED_SDS * noise
+    # the checks: launch 1 (two lines of one class) should contend, launch 3 (two classes) not
+    agree = total = 0
+    for _, frame in checks.groupby("repetition"):
+        f = contention_shares(frame).sort_values("order")
+        partners = f[~f["self"]]["share"].to_numpy(float)
+        if partners.size == 2:
+            agree += int(partners[0] > SAME_SHARE) + int(partners[1] <= SAME_SHARE)
+            total += 2
     sizes = np.bincount(labels) if labels else np.zeros(0, int)
     return {
         "offsets": np.asarray(offsets, np.int64),
@@ -155,6 +178,8 @@ def contention_classes(data: pd.DataFrame) -> dict[str, Any]:
         "other_max": float(other.max()) if other.size else None,
         "noise": noise,
         "decided": float(np.mean(decided)) if share.size else 0.0,
+        "checks": total,
+        "checks_agree": agree,
     }
 
 
@@ -170,7 +195,8 @@ def _contention_slices(c: dict[str, Any]) -> dict[str, Any]:
         f"{fmt(c['same_min'])}), other slices median {fmt(c['other_median'])} (highest "
         f"{fmt(c['other_max'])}); spread of a share around its group's median {c['noise']:.3f} "
         "(robust SD); "
-        f"{c['decided']:.1%} of the launches lie over {DECIDED_SDS:g} SDs from {SAME_SHARE}"
+        f"{c['decided']:.1%} of the launches lie over {DECIDED_SDS:g} SDs from {SAME_SHARE}; "
+        f"checks: {c['checks_agree']} of {c['checks']} launches as the classes predict"
     )
     method = (
         "slice contention: every warp of a full grid hammers two lines with atomics; lines "
@@ -184,6 +210,11 @@ def _contention_slices(c: dict[str, Any]) -> dict[str, Any]:
             "every line contends with every other: what limits the atomics is not a slice's "
             f"unit; {evidence}"
         )
+    if c["checks"] and c["checks_agree"] < (1 - MAX_CHECK_MISSES) * c["checks"]:
+        return undetermined(
+            f"{c['checks'] - c['checks_agree']} of {c['checks']} check launches disagree with "
+            f"the classes (over {MAX_CHECK_MISSES:.0%}): they are not slices; {evidence}"
+        )
     if singles > MAX_SINGLETON_SHARE * lines:
         return undetermined(
             f"{singles} classes hold one line, over {MAX_SINGLETON_SHARE:.0%} of the lines: the "
@@ -192,7 +223,9 @@ def _contention_slices(c: dict[str, Any]) -> dict[str, Any]:
     return quantity(
         c["classes"],
         unit=None,
-        confidence=c["decided"] * (1 - singles / lines),
+        confidence=c["decided"]
+        * (1 - singles / lines)
+        * (c["checks_agree"] / c["checks"] if c["checks"] else 1.0),
         method=method,
         evidence=evidence,
     )

@@ -24,10 +24,12 @@ when `contention_lines` is 0): every warp of a full grid hammers one of two line
 share a slice (one slice's atomic unit serves both: as long as one line alone) or not (about
 half). The lines are the first `contention_lines` of the chain's order (a random sample). The
 first line not yet placed is the next class's reference: it is hammered beside every line not
-yet placed, and beside itself before, between and after them (the one-slice duration); the
+yet placed, and beside itself first and after every 32 of them (the one-slice duration); the
 lines that take as long join its class (`analysis.l2_slices.contention_same`, the sweep's other
 question), the rest wait for the next reference. So the launches number about the slices times
-half the lines. Every duration is kept.
+half the lines. Then each class of three lines or more is checked with two launches no search
+made: two of its lines besides the reference (they should contend) and one of them beside a line
+of the next class (they should not); `pass` 1 marks those rows. Every duration is kept.
 """
 
 from __future__ import annotations
@@ -50,6 +52,7 @@ PASSES = 2  # timed walks of the chain per repetition (pass 0: first touch; 1: a
 FLUSH_L2_MULTIPLE = 4  # the automatic flush reads this many L2 sizes
 CONTENTION_PHASE = 2  # the trace's rows of the slice contention phase
 CONTENTION_WARPS = 8  # warps per block of a contention launch (half on each line)
+CONTENTION_SELF_EVERY = 32  # lines between two launches of the reference beside itself
 
 SCHEMA = pa.schema(
     [
@@ -222,7 +225,9 @@ def _frame(phase, work: L2SliceWork, repetition: int, r: L2SliceResult) -> pd.Da
     )
 
 
-def _contention_frame(work: L2ContentionWork, klass: int, r: L2ContentionResult) -> pd.DataFrame:
+def _contention_frame(
+    work: L2ContentionWork, klass: int, r: L2ContentionResult, check: bool = False
+) -> pd.DataFrame:
     k = work.partners_bytes.size
     return pd.DataFrame(
         {
@@ -231,7 +236,7 @@ def _contention_frame(work: L2ContentionWork, klass: int, r: L2ContentionResult)
             "target_sm": np.full(k, -1, np.int32),
             "sm": np.full(k, -1, np.int32),
             "repetition": np.full(k, klass, np.int16),
-            "pass": np.zeros(k, np.int8),
+            "pass": np.full(k, int(check), np.int8),  # 1: the check of a class
             "order": np.arange(k, dtype=np.int32),
             "offset_bytes": work.partners_bytes.astype(np.int64),
             "cycles": np.zeros(k, np.uint32),
@@ -244,10 +249,15 @@ def _contention_frame(work: L2ContentionWork, klass: int, r: L2ContentionResult)
 
 
 def contention_partners(reference: int, rest: list[int]) -> np.ndarray:
-    """The launch order of one class's search: the reference beside itself before, between
-    and after the lines not yet placed (three one-slice durations to compare them with)."""
-    half = len(rest) // 2
-    return np.array([reference, *rest[:half], reference, *rest[half:], reference], np.int64)
+    """The launch order of one class's search: the reference beside itself first and after
+    every `CONTENTION_SELF_EVERY` lines not yet placed (one-slice durations near each launch,
+    to compare it with where the clocks drift)."""
+    order = [reference]
+    for i in range(0, len(rest), CONTENTION_SELF_EVERY):
+        order += [*rest[i : i + CONTENTION_SELF_EVERY], reference]
+    if len(order) < 4:
+        order += [reference] * (4 - len(order))  # at least three one-line launches
+    return np.array(order, np.int64)
 
 
 def contention_phase(
@@ -257,23 +267,37 @@ def contention_phase(
     from ..analysis.l2_slices import contention_same
 
     left = [int(o) for o in offsets[: p.contention_lines]]  # at most the walked lines
-    frames = []
-    while left:
-        reference, rest = left[0], left[1:]
+    frames, classes = [], []
+
+    def launch(reference: int, partners: np.ndarray, klass: int, check: bool) -> pd.DataFrame:
         work = L2ContentionWork(
             region_bytes=p.region_bytes,
             flush_bytes=flush,
             reference_bytes=reference,
-            partners_bytes=contention_partners(reference, rest),
+            partners_bytes=partners,
             iterations=p.contention_iterations,
         )
         r = backend.run(work, seed=104729 + len(frames))
-        frame = _contention_frame(work, len(frames), r)
-        frames.append(frame)
-        same = contention_same(frame)
+        frames.append(_contention_frame(work, klass, r, check))
+        return frames[-1]
+
+    while left:
+        reference, rest = left[0], left[1:]
+        same = contention_same(
+            launch(reference, contention_partners(reference, rest), len(classes), False)
+        )
+        classes.append([reference] + [o for o in rest if same.get(o, False)])
         left = [o for o in rest if not same.get(o, False)]
         if progress:
             progress(p.contention_lines - len(left), p.contention_lines)
+    # the check: two members of a class other than its reference (a pair no search launched)
+    # should contend, and a member beside one of the next class should not
+    for k, members in enumerate(classes):
+        if len(members) < 3 or len(classes) < 2:
+            continue
+        a, b = members[1], members[2]
+        other = classes[(k + 1) % len(classes)][-1]
+        launch(a, np.array([a, b, a, other, a], np.int64), k, True)
     return frames
 
 
