@@ -338,6 +338,9 @@ def test_contention_sorts_the_lines_into_the_profile_s_slices(flat_twin):
     con = data[(data["phase"] == e.CONTENTION_PHASE) & (data["pass"] == 0)]
     assert con["reference_offset_bytes"].nunique() == 16
     assert "checks: 32 of 32 launches as the classes predict" in slices["evidence"]
+    # every slice lies in one partition (parity of slice bits 0 and 2): 8 slices each
+    assert doc["contention"]["classes_in_one_partition"] == 16
+    assert doc["contention"]["classes_per_partition"] == [8, 8]
     assert len(con) < 256 * 16  # far fewer launches than every line against every class
     assert doc["model"]["fits"]["additive_far"]["r2"] > 0.99
     assert abs(doc["elements"]["l2"]["far_penalty_cycles"]["value"] - 200) < 1

@@ -441,6 +441,23 @@ def figure_table(data: pd.DataFrame, doc: dict[str, Any]) -> pd.DataFrame:
     )
 
 
+def _classes_by_partition(c: dict[str, Any], function: dict[str, Any] | None) -> dict[str, Any]:
+    """How the contention classes fall on the partition function found from the latencies (an
+    independent check: a slice lies in one partition): the classes whose lines all give the
+    function one value, and how many classes give each value."""
+    bits = (function or {}).get("value")
+    if bits is None:
+        return {}
+    mask = sum(1 << b for b in bits)
+    parity = np.array([bin(int(o) & mask).count("1") & 1 for o in c["offsets"]])
+    labels = np.asarray(c["labels"])
+    values = [set(parity[labels == k].tolist()) for k in range(c["classes"])]
+    return {
+        "classes_in_one_partition": sum(len(v) == 1 for v in values),
+        "classes_per_partition": [sum(v == {0} for v in values), sum(v == {1} for v in values)],
+    }
+
+
 def _matrix_and_fits(doc, l2, matrix, labels, kind, rows, far_sets) -> dict[str, Any]:
     """The SM x column matrix (columns: `kind` "slice" classes or single "line"s, `labels` per
     column of `matrix`), the additive fits and the far penalty, into `doc`."""
@@ -512,7 +529,16 @@ def analyse(
             "classes": c["classes"],
             "lines_per_class": c["sizes"].tolist(),
             "launches": c["launches"],
-        }
+        } | _classes_by_partition(c, l2.get("partition_function"))
+        if (
+            l2["slices"].get("value") is not None
+            and "classes_in_one_partition" in doc["contention"]
+        ):
+            k = doc["contention"]
+            l2["slices"]["evidence"] += (
+                f"; cross-check with the partition function: {k['classes_in_one_partition']} of "
+                f"{c['classes']} classes lie inside one partition ({k['classes_per_partition']})"
+            )
         pos = pd.Index(offsets).get_indexer(c["offsets"])
         if l2["slices"].get("value") is not None and (pos >= 0).all():
             # the matrix of the sampled lines, a column per slice
