@@ -1,7 +1,11 @@
 """The size search of Größler's thesis (Sec. 3.2), shared by every sweep that looks for a size
 with no range given: double the array from a size that surely fits until the first-miss test
 fires, halve the bracket (binary search) until it is a few resolution steps wide, then sweep it
-densely at the resolution (the line or stride) around the bound.
+densely at the resolution (the line or stride) around the bound. Then the two sizes of the
+bracket are measured again `confirm_rounds` times, their samples pooled with the earlier ones,
+and a bracket that moves is narrowed again: where a cache starts missing on a few accesses in a
+thousand, one launch's test may or may not call that size a miss, run by run; the pooled
+samples decide.
 
 The sweep measures; the analysis decides: `decide(sizes, groups)` is the one narrow function
 through which a sweep asks the analysis where the first miss lies (STYLE.md: adaptive sweeps ask
@@ -19,6 +23,7 @@ import numpy as np
 # (sizes, per-size latency groups) -> (largest size that fits, first size that misses) or None
 Decide = Callable[[Sequence[int], Sequence[np.ndarray]], "tuple[int, int] | None"]
 MIN_DECIDE_SIZES = 3  # the first-miss test needs two reference sizes and one to test
+MAX_RESUMES = 2  # times the doubling goes on after the confirmation dismissed a first miss
 
 
 @dataclass(frozen=True)
@@ -29,12 +34,14 @@ class SearchPlan:
     limit_bytes: the largest size tried (a device limit, such as 64 KiB of constant memory).
     resolution_bytes: the step of the dense sweep around the bound (every size is a multiple).
     dense_steps: the binary search stops when the bracket is at most this many steps wide.
+    confirm_rounds: how many times the bracket's two sizes are measured again.
     """
 
     start_bytes: int
     limit_bytes: int
     resolution_bytes: int
     dense_steps: int = 8
+    confirm_rounds: int = 3
 
     def __post_init__(self) -> None:
         r = self.resolution_bytes
@@ -50,6 +57,8 @@ class SearchPlan:
             )
         if self.dense_steps < 1:
             raise ValueError(f"dense_steps must be at least 1, got {self.dense_steps}")
+        if self.confirm_rounds < 0:
+            raise ValueError(f"confirm_rounds must be at least 0, got {self.confirm_rounds}")
 
     def align(self, n: int) -> int:
         """`n` rounded down to the resolution, within the limit."""
@@ -63,21 +72,26 @@ class SearchOutcome:
     fits_bytes: int | None
     misses_bytes: int | None
     reason: str | None
-    sizes: list[int] = field(default_factory=list)  # every size measured, in the order run
+    sizes: list[int] = field(default_factory=list)  # every launch's size, in the order run
 
 
 def search_size(
     measure: Callable[[int], np.ndarray], decide: Decide, plan: SearchPlan
 ) -> SearchOutcome:
-    """Doubling, binary search and a dense sweep; `measure(n)` runs (and records) the launches
-    at size n and returns their per-access latencies."""
+    """Doubling, binary search, a dense sweep and the bracket's confirmation; `measure(n)` runs
+    (and records) launches at size n and returns their per-access latencies (a size measured
+    again adds its new samples to the earlier ones)."""
     measured: dict[int, np.ndarray] = {}
     order: list[int] = []
 
     def point(n: int) -> None:
         if n not in measured:
-            measured[n] = np.asarray(measure(n), dtype=np.float64)
-            order.append(n)
+            again(n)
+
+    def again(n: int) -> None:
+        new = np.asarray(measure(n), dtype=np.float64)
+        measured[n] = np.concatenate([measured[n], new]) if n in measured else new
+        order.append(n)
 
     def ask() -> tuple[int, int] | None:
         if len(measured) < MIN_DECIDE_SIZES:
@@ -85,38 +99,60 @@ def search_size(
         sizes = sorted(measured)
         return decide(sizes, [measured[s] for s in sizes])
 
-    # 1. doubling until the first miss (or the limit)
-    n, bracket = plan.start_bytes, None
-    while bracket is None:
-        point(n)
-        bracket = ask()
-        if n >= plan.limit_bytes:
-            break
-        n = min(2 * n, plan.limit_bytes)
-    if bracket is None:
-        reason = (
-            f"no first miss from {plan.start_bytes} to {max(measured)} bytes: the bound lies "
-            f"beyond {max(measured)} bytes (the search's limit), or the smallest sizes already "
-            "miss (the analysis tells which)"
-        )
-        return SearchOutcome(None, None, reason, order)
-    # 2. binary search of the bracket, down to dense_steps resolution steps
     width = plan.dense_steps * plan.resolution_bytes
-    while bracket is not None and bracket[1] - bracket[0] > width:
-        mid = plan.align((bracket[0] + bracket[1]) // 2)
-        if mid in measured or mid <= bracket[0]:
-            break
-        point(mid)
+
+    def narrow(bracket: tuple[int, int]) -> tuple[tuple[int, int] | None, str]:
+        """2. binary search of the bracket down to dense_steps resolution steps; 3. the dense
+        sweep at the resolution inside it."""
+        while bracket is not None and bracket[1] - bracket[0] > width:
+            mid = plan.align((bracket[0] + bracket[1]) // 2)
+            if mid in measured or mid <= bracket[0]:
+                break
+            point(mid)
+            bracket = ask()
+        if bracket is None:
+            return None, "the first miss vanished as sizes were added"
+        lo, hi = bracket
+        for m in range(plan.align(lo) + plan.resolution_bytes, hi, plan.resolution_bytes):
+            point(m)
         bracket = ask()
+        return bracket, "the first miss vanished in the dense sweep"
+
+    n = plan.start_bytes
+    for _ in range(1 + MAX_RESUMES):
+        # 1. doubling until the first miss (or the limit)
+        bracket = None
+        while bracket is None:
+            point(n)
+            bracket = ask()
+            if n >= plan.limit_bytes:
+                break
+            n = min(2 * n, plan.limit_bytes)
+        if bracket is None:
+            reason = (
+                f"no first miss from {plan.start_bytes} to {max(measured)} bytes: the bound "
+                f"lies beyond {max(measured)} bytes (the search's limit), or the smallest sizes "
+                "already miss (the analysis tells which)"
+            )
+            return SearchOutcome(None, None, reason, order)
+        bracket, why = narrow(bracket)
+        # 4. the bracket's two sizes again, pooled, `confirm_rounds` times; where that moves
+        # the bracket to sizes not swept densely, it is narrowed again
+        for _ in range(plan.confirm_rounds):
+            if bracket is None:
+                break
+            for m in bracket:
+                again(m)
+            bracket = ask()
+            why = "the first miss vanished when the bound's sizes were measured again"
+            if bracket is not None:
+                bracket, why = narrow(bracket)
+        if bracket is not None or n >= plan.limit_bytes:
+            break
+        # a first miss the pooled samples call timing outliers: doubling goes on from where it
+        # stopped
     if bracket is None:
-        return SearchOutcome(None, None, "the first miss vanished as sizes were added", order)
-    # 3. the dense sweep at the resolution around the bound
-    lo, hi = bracket
-    for m in range(plan.align(lo) + plan.resolution_bytes, hi, plan.resolution_bytes):
-        point(m)
-    bracket = ask()
-    if bracket is None:
-        return SearchOutcome(None, None, "the first miss vanished in the dense sweep", order)
+        return SearchOutcome(None, None, why, order)
     return SearchOutcome(int(bracket[0]), int(bracket[1]), None, order)
 
 

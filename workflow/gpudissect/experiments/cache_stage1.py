@@ -195,8 +195,9 @@ def _size(rec, params, path, level, sweep, stride_bytes, below) -> cl.SizeFindin
 
     def size_point(n: int) -> np.ndarray:
         frame = _stride_chase(rec, path, level, "size", n, stride_bytes, params.record_steps)
-        latencies[n] = frame["latency_cycles"].to_numpy(np.float64)
-        return latencies[n]
+        new = frame["latency_cycles"].to_numpy(np.float64)
+        latencies[n] = np.concatenate([latencies[n], new]) if n in latencies else new
+        return new
 
     if sweep.array_bytes is None:
         plan = size_plan(
