@@ -418,3 +418,37 @@ def test_classes_the_check_launches_contradict_are_not_slices():
     assert c["classes"] == 16 and c["checks"] == 32 and c["checks_agree"] == 16
     q = _contention_slices(c)
     assert q["value"] is None and "16 of 32 check launches disagree" in q["undetermined"], q
+
+
+class _GlitchBackend(_FakeBackend):
+    """Lines contend in groups of four; the first launch of line 5 beside line 0 (another
+    group) runs slow, at 0.77 of the one-line time, as a launch disturbed by a clock change."""
+
+    kind = "glitch_l2"
+
+    def __init__(self):
+        self.launches = []
+
+
+@handles("glitch_l2", e.L2ContentionWork)
+def _glitch_contention(backend, work, *, seed=0):
+    i, ref = work.partners_bytes // 128, work.reference_bytes // 128
+    ns = np.where(i // 4 == ref // 4, 1000.0, 500.0)
+    for k, line in enumerate(i):
+        backend.launches.append((int(ref), int(line)))
+        if (ref, line) == (0, 5) and backend.launches.count((0, 5)) == 1:
+            ns[k] = 770.0
+    return e.L2ContentionResult(ns, 1000.0)
+
+
+def test_a_partner_with_an_ambiguous_share_is_launched_again_and_its_median_decides():
+    from gpudissect.analysis.l2_slices import _contention_slices, contention_classes
+
+    backend = _GlitchBackend()
+    params = dataclasses.replace(PARAMS, lines=64, contention_lines=64)
+    frames = e.contention_phase(backend, params, np.arange(64, dtype=np.int64) * 128, flush=8)
+    assert backend.launches.count((0, 5)) == 2  # 0.77, then 0.5: median 0.635, decided
+    data = pd.concat(frames, ignore_index=True)
+    c = contention_classes(data[data["phase"] == e.CONTENTION_PHASE])
+    assert c["classes"] == 16 and sorted(c["sizes"].tolist()) == [4] * 16
+    assert _contention_slices(c)["value"] == 16

@@ -18,6 +18,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -307,14 +308,22 @@ def _iqr(a: np.ndarray) -> float:
 
 def _distinct_levels(steps: list[Step], groups) -> list[Step]:
     """`steps` less those whose shift is under `MIN_SHIFT_IQR` mean IQRs of their two sides,
-    the weakest first (its two sides then merge, and the others are weighed again)."""
+    the weakest first; its two sides then merge, and the others' levels (medians of the per-x
+    medians of their two segments, as the change-point search defines them) and spreads are
+    taken again."""
+    medians = np.array([np.median(g) for g in groups])
     steps = list(steps)
     while steps:
         edges = [0] + [s.index for s in steps] + [len(groups)]
-        spread = [_iqr(np.concatenate(groups[a:b])) for a, b in zip(edges, edges[1:], strict=False)]
+        segments = list(zip(edges, edges[1:], strict=False))
+        spread = [_iqr(np.concatenate(groups[a:b])) for a, b in segments]
+        level = [float(np.median(medians[a:b])) for a, b in segments]
+        steps = [
+            replace(s, level_before=level[i], level_after=level[i + 1]) for i, s in enumerate(steps)
+        ]
         ratio = [
-            (s.level_after - s.level_before) / max((spread[i] + spread[i + 1]) / 2, 1e-9)
-            for i, s in enumerate(steps)
+            (level[i + 1] - level[i]) / max((spread[i] + spread[i + 1]) / 2, 1e-9)
+            for i in range(len(steps))
         ]
         weakest = int(np.argmin(ratio))
         if ratio[weakest] >= MIN_SHIFT_IQR:

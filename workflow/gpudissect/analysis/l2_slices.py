@@ -8,9 +8,10 @@
 3. Slices, from the contention phase where the trace has one (phase 2): two lines hammered
    with atomics by every warp of a grid take as long as one line alone when one slice serves
    both, about half as long when two do. A launch's share is its duration over the median of
-   the three launches of its class reference beside itself nearest to it; a share above
-   `SAME_SHARE` (halfway between the two servers' 0.5 and the one server's 1.0) puts the
-   partner in the reference's slice.
+   the three launches of its class reference beside itself nearest to it; a partner's share is
+   the median over its launches (the sweep launches a partner again where its share lay within
+   `AMBIGUOUS_BAND` of `SAME_SHARE`); a share above `SAME_SHARE` (halfway between the two
+   servers' 0.5 and the one server's 1.0) puts the partner in the reference's slice.
    The classes are the slices of the sampled lines; the count is undetermined where no two
    lines contend, where every line contends with every other (the limit is not a slice's), or
    where too many classes hold a single line for the sample to have met every slice, or where
@@ -44,6 +45,7 @@ CONTENTION_PHASE = 2  # experiments.l2_slices.CONTENTION_PHASE (the analysis rea
 LOCAL_SELVES = 3  # one-line launches nearest a launch that give its one-slice duration
 SAME_SHARE = 0.75  # halfway between two slices' 0.5 and one slice's 1.0 of the one-line time
 DECIDED_SDS = 3.0  # a launch is decided when its share lies this many noise SDs off SAME_SHARE
+AMBIGUOUS_BAND = 0.1  # a share this close to SAME_SHARE is launched again by the sweep
 MAX_CHECK_MISSES = 0.05  # check launches that may disagree with the classes
 MAX_SINGLETON_SHARE = 0.05  # classes of one line, as a share of the lines (Good-Turing: the
 # chance that a further line falls in a slice the sample has not met)
@@ -120,14 +122,25 @@ def contention_shares(frame: pd.DataFrame) -> pd.DataFrame:
     return f
 
 
+def partner_shares(frame: pd.DataFrame) -> pd.Series:
+    """Partner offset -> the median share of its launches beside the reference (a partner
+    launched again where its first share was ambiguous has several)."""
+    f = contention_shares(frame)
+    return f[~f["self"]].groupby("offset_bytes", sort=False)["share"].median()
+
+
 def contention_same(frame: pd.DataFrame) -> dict[int, bool]:
     """Partner offset -> whether it shares the reference's slice (`SAME_SHARE`), for the
     launches of one reference (the sweep's question after each class search)."""
-    f = contention_shares(frame)
-    f = f[~f["self"]]
-    return {
-        int(o): bool(s > SAME_SHARE) for o, s in zip(f["offset_bytes"], f["share"], strict=True)
-    }
+    return {int(o): bool(s > SAME_SHARE) for o, s in partner_shares(frame).items()}
+
+
+def contention_ambiguous(frame: pd.DataFrame) -> list[int]:
+    """The partners whose median share lies within `AMBIGUOUS_BAND` of `SAME_SHARE` (the
+    sweep launches them again, `experiments.l2_slices.CONTENTION_RETRIES` times at most)."""
+    return [
+        int(o) for o, s in partner_shares(frame).items() if abs(s - SAME_SHARE) < AMBIGUOUS_BAND
+    ]
 
 
 def contention_classes(data: pd.DataFrame) -> dict[str, Any]:
@@ -139,14 +152,9 @@ def contention_classes(data: pd.DataFrame) -> dict[str, Any]:
     labels: list[int] = []
     shares = []
     for k, (ref, frame) in enumerate(data.groupby("reference_offset_bytes", sort=False)):
-        f = contention_shares(frame)
-        other = f[~f["self"]]
-        shares.append(other["share"].to_numpy(float))
-        members = [int(ref)] + [
-            int(o)
-            for o, s in zip(other["offset_bytes"], other["share"], strict=True)
-            if s > SAME_SHARE
-        ]
+        other = partner_shares(frame)
+        shares.append(other.to_numpy(float))
+        members = [int(ref)] + [int(o) for o, s in other.items() if s > SAME_SHARE]
         offsets += members
         labels += [k] * len(members)
     share = np.concatenate(shares) if shares else np.zeros(0)

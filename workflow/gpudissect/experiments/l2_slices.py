@@ -26,10 +26,12 @@ half). The lines are the first `contention_lines` of the chain's order (a random
 first line not yet placed is the next class's reference: it is hammered beside every line not
 yet placed, and beside itself first and after every 32 of them (the one-slice duration); the
 lines that take as long join its class (`analysis.l2_slices.contention_same`, the sweep's other
-question), the rest wait for the next reference. So the launches number about the slices times
-half the lines. Then each class of three lines or more is checked with two launches no search
-made: two of its lines besides the reference (they should contend) and one of them beside a line
-of the next class (they should not); `pass` 1 marks those rows. Every duration is kept.
+question), the rest wait for the next reference. A line whose share lay within 0.1 of the
+threshold is launched again beside the reference (twice at most), and its median share decides.
+So the launches number about the slices times half the lines. Then each class of three lines or
+more is checked with two launches no search made: two of its lines besides the reference (they
+should contend) and one of them beside a line of the next class (they should not); `pass` 1
+marks those rows. Every duration is kept.
 """
 
 from __future__ import annotations
@@ -53,6 +55,7 @@ FLUSH_L2_MULTIPLE = 4  # the automatic flush reads this many L2 sizes
 CONTENTION_PHASE = 2  # the trace's rows of the slice contention phase
 CONTENTION_WARPS = 8  # warps per block of a contention launch (half on each line)
 CONTENTION_SELF_EVERY = 32  # lines between two launches of the reference beside itself
+CONTENTION_RETRIES = 2  # times a partner with an ambiguous share is launched again at most
 
 SCHEMA = pa.schema(
     [
@@ -226,7 +229,7 @@ def _frame(phase, work: L2SliceWork, repetition: int, r: L2SliceResult) -> pd.Da
 
 
 def _contention_frame(
-    work: L2ContentionWork, klass: int, r: L2ContentionResult, check: bool = False
+    work: L2ContentionWork, klass: int, r: L2ContentionResult, check: bool = False, first: int = 0
 ) -> pd.DataFrame:
     k = work.partners_bytes.size
     return pd.DataFrame(
@@ -237,7 +240,7 @@ def _contention_frame(
             "sm": np.full(k, -1, np.int32),
             "repetition": np.full(k, klass, np.int16),
             "pass": np.full(k, int(check), np.int8),  # 1: the check of a class
-            "order": np.arange(k, dtype=np.int32),
+            "order": np.arange(first, first + k, dtype=np.int32),
             "offset_bytes": work.partners_bytes.astype(np.int64),
             "cycles": np.zeros(k, np.uint32),
             "region_bytes": np.full(k, work.region_bytes, np.int64),
@@ -264,12 +267,12 @@ def contention_phase(
     backend: Backend, p: L2SliceParams, offsets: np.ndarray, flush: int, progress=None
 ) -> list[pd.DataFrame]:
     """The slice classes of the first `contention_lines` lines, one reference at a time."""
-    from ..analysis.l2_slices import contention_same
+    from ..analysis.l2_slices import contention_ambiguous, contention_same
 
     left = [int(o) for o in offsets[: p.contention_lines]]  # at most the walked lines
     frames, classes = [], []
 
-    def launch(reference: int, partners: np.ndarray, klass: int, check: bool) -> pd.DataFrame:
+    def launch(reference: int, partners: np.ndarray, klass: int, check: bool, first: int = 0):
         work = L2ContentionWork(
             region_bytes=p.region_bytes,
             flush_bytes=flush,
@@ -278,14 +281,24 @@ def contention_phase(
             iterations=p.contention_iterations,
         )
         r = backend.run(work, seed=104729 + len(frames))
-        frames.append(_contention_frame(work, klass, r, check))
+        frames.append(_contention_frame(work, klass, r, check, first))
         return frames[-1]
 
     while left:
         reference, rest = left[0], left[1:]
-        same = contention_same(
-            launch(reference, contention_partners(reference, rest), len(classes), False)
-        )
+        search = launch(reference, contention_partners(reference, rest), len(classes), False)
+        # partners whose share was ambiguous: launched again (orders continue, so that the
+        # one-line launches nearest each stay its own)
+        for _ in range(CONTENTION_RETRIES):
+            again = contention_ambiguous(search)
+            if not again:
+                break
+            more = launch(
+                reference, contention_partners(reference, again), len(classes), False,
+                first=int(search["order"].max()) + 1,
+            )  # fmt: skip
+            search = pd.concat([search, more], ignore_index=True)
+        same = contention_same(search)
         classes.append([reference] + [o for o in rest if same.get(o, False)])
         left = [o for o in rest if not same.get(o, False)]
         if progress:
