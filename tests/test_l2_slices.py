@@ -376,6 +376,11 @@ def _contention(share_of, lines=64, noise=0.01, seed=0):
         (lambda a, b: 1.0, "every line contends with every other"),
         # 48 slices for 64 lines: most classes hold one line
         (lambda a, b: 1.0 if (a // 128) % 48 == (b // 128) % 48 else 0.5, "classes hold one line"),
+        # a line in eight launched only when disturbed (longer than one line alone)
+        (
+            lambda a, b: 1.8 if (b // 128) % 8 == 3 else 1.0 if a % 1024 == b % 1024 else 0.5,
+            "placed on disturbed launches only",
+        ),
     ],
 )
 def test_contention_that_cannot_give_the_slice_count_leaves_it_undetermined(share_of, why):
@@ -422,7 +427,8 @@ def test_classes_the_check_launches_contradict_are_not_slices():
 
 class _GlitchBackend(_FakeBackend):
     """Lines contend in groups of four; the first launch of line 5 beside line 0 (another
-    group) runs slow, at 0.77 of the one-line time, as a launch disturbed by a clock change."""
+    group) runs at 0.77 of the one-line time, and the first of lines 9-12 beside it at 1.8
+    (a burst of disturbed launches: longer than one line alone, which two lines cannot be)."""
 
     kind = "glitch_l2"
 
@@ -438,16 +444,20 @@ def _glitch_contention(backend, work, *, seed=0):
         backend.launches.append((int(ref), int(line)))
         if (ref, line) == (0, 5) and backend.launches.count((0, 5)) == 1:
             ns[k] = 770.0
+        if ref == 0 and 9 <= line <= 12 and backend.launches.count((0, int(line))) == 1:
+            ns[k] = 1800.0
     return e.L2ContentionResult(ns, 1000.0)
 
 
-def test_a_partner_with_an_ambiguous_share_is_launched_again_and_its_median_decides():
+def test_ambiguous_and_disturbed_partners_are_launched_again_and_their_median_decides():
     from gpudissect.analysis.l2_slices import _contention_slices, contention_classes
 
     backend = _GlitchBackend()
     params = dataclasses.replace(PARAMS, lines=64, contention_lines=64)
     frames = e.contention_phase(backend, params, np.arange(64, dtype=np.int64) * 128, flush=8)
     assert backend.launches.count((0, 5)) == 2  # 0.77, then 0.5: median 0.635, decided
+    # 1.8, then 1.0 (8-11) or 0.5 (12): the undisturbed launch decides
+    assert all(backend.launches.count((0, line)) == 2 for line in range(9, 13))
     data = pd.concat(frames, ignore_index=True)
     c = contention_classes(data[data["phase"] == e.CONTENTION_PHASE])
     assert c["classes"] == 16 and sorted(c["sizes"].tolist()) == [4] * 16

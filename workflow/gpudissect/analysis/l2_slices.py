@@ -46,6 +46,9 @@ LOCAL_SELVES = 3  # one-line launches nearest a launch that give its one-slice d
 SAME_SHARE = 0.75  # halfway between two slices' 0.5 and one slice's 1.0 of the one-line time
 DECIDED_SDS = 3.0  # a launch is decided when its share lies this many noise SDs off SAME_SHARE
 AMBIGUOUS_BAND = 0.1  # a share this close to SAME_SHARE is launched again by the sweep
+# two lines cannot take longer than one line alone (every warp on one slice): a launch above
+# this share of the one-line time was disturbed (on an H100, bursts of launches at 1.1-2.5)
+DISTURBED_SHARE = 1.05
 MAX_CHECK_MISSES = 0.05  # check launches that may disagree with the classes
 MAX_SINGLETON_SHARE = 0.05  # classes of one line, as a share of the lines (Good-Turing: the
 # chance that a further line falls in a slice the sample has not met)
@@ -124,9 +127,14 @@ def contention_shares(frame: pd.DataFrame) -> pd.DataFrame:
 
 def partner_shares(frame: pd.DataFrame) -> pd.Series:
     """Partner offset -> the median share of its launches beside the reference (a partner
-    launched again where its first share was ambiguous has several)."""
+    launched again where its first share was ambiguous or disturbed has several): of its
+    undisturbed launches (share at most `DISTURBED_SHARE`) where it has any."""
     f = contention_shares(frame)
-    return f[~f["self"]].groupby("offset_bytes", sort=False)["share"].median()
+    f = f[~f["self"]]
+    clean = f["share"] <= DISTURBED_SHARE
+    has_clean = clean.groupby(f["offset_bytes"]).transform("any")
+    f = f[clean | ~has_clean]
+    return f.groupby("offset_bytes", sort=False)["share"].median()
 
 
 def contention_same(frame: pd.DataFrame) -> dict[int, bool]:
@@ -136,10 +144,13 @@ def contention_same(frame: pd.DataFrame) -> dict[int, bool]:
 
 
 def contention_ambiguous(frame: pd.DataFrame) -> list[int]:
-    """The partners whose median share lies within `AMBIGUOUS_BAND` of `SAME_SHARE` (the
-    sweep launches them again, `experiments.l2_slices.CONTENTION_RETRIES` times at most)."""
+    """The partners whose median share lies within `AMBIGUOUS_BAND` of `SAME_SHARE`, or above
+    `DISTURBED_SHARE` (the sweep launches them again, `experiments.l2_slices.CONTENTION_RETRIES`
+    times at most)."""
     return [
-        int(o) for o, s in partner_shares(frame).items() if abs(s - SAME_SHARE) < AMBIGUOUS_BAND
+        int(o)
+        for o, s in partner_shares(frame).items()
+        if abs(s - SAME_SHARE) < AMBIGUOUS_BAND or s > DISTURBED_SHARE
     ]
 
 
@@ -151,8 +162,10 @@ def contention_classes(data: pd.DataFrame) -> dict[str, Any]:
     offsets: list[int] = []
     labels: list[int] = []
     shares = []
+    disturbed = 0
     for k, (ref, frame) in enumerate(data.groupby("reference_offset_bytes", sort=False)):
         other = partner_shares(frame)
+        disturbed += int((other > DISTURBED_SHARE).sum())
         shares.append(other.to_numpy(float))
         members = [int(ref)] + [int(o) for o, s in other.items() if s > SAME_SHARE]
         offsets += members
@@ -188,6 +201,7 @@ def contention_classes(data: pd.DataFrame) -> dict[str, Any]:
         "decided": float(np.mean(decided)) if share.size else 0.0,
         "checks": total,
         "checks_agree": agree,
+        "disturbed": disturbed,
     }
 
 
@@ -204,7 +218,9 @@ def _contention_slices(c: dict[str, Any]) -> dict[str, Any]:
         f"{fmt(c['other_max'])}); spread of a share around its group's median {c['noise']:.3f} "
         "(robust SD); "
         f"{c['decided']:.1%} of the launches lie over {DECIDED_SDS:g} SDs from {SAME_SHARE}; "
-        f"checks: {c['checks_agree']} of {c['checks']} launches as the classes predict"
+        f"checks: {c['checks_agree']} of {c['checks']} launches as the classes predict; "
+        f"{c['disturbed']} lines placed on disturbed launches only (over {DISTURBED_SHARE} of "
+        "the one-line time)"
     )
     method = (
         "slice contention: every warp of a full grid hammers two lines with atomics; lines "
@@ -217,6 +233,11 @@ def _contention_slices(c: dict[str, Any]) -> dict[str, Any]:
         return undetermined(
             "every line contends with every other: what limits the atomics is not a slice's "
             f"unit; {evidence}"
+        )
+    if c["disturbed"] > MAX_CHECK_MISSES * lines:
+        return undetermined(
+            f"{c['disturbed']} lines, over {MAX_CHECK_MISSES:.0%}, were placed on disturbed "
+            f"launches only: a two-line launch cannot take longer than one line alone; {evidence}"
         )
     if c["checks"] and c["checks_agree"] < (1 - MAX_CHECK_MISSES) * c["checks"]:
         return undetermined(
@@ -233,6 +254,7 @@ def _contention_slices(c: dict[str, Any]) -> dict[str, Any]:
         unit=None,
         confidence=c["decided"]
         * (1 - singles / lines)
+        * (1 - c["disturbed"] / lines)
         * (c["checks_agree"] / c["checks"] if c["checks"] else 1.0),
         method=method,
         evidence=evidence,

@@ -27,7 +27,8 @@ first line not yet placed is the next class's reference: it is hammered beside e
 yet placed, and beside itself first and after every 32 of them (the one-slice duration); the
 lines that take as long join its class (`analysis.l2_slices.contention_same`, the sweep's other
 question), the rest wait for the next reference. A line whose share lay within 0.1 of the
-threshold is launched again beside the reference (twice at most), and its median share decides.
+threshold, or above 1.05 (a disturbed launch), is launched again beside the reference (twice at
+most), and its median undisturbed share decides.
 So the launches number about the slices times half the lines. Then each class of three lines or
 more is checked with two launches no search made: two of its lines besides the reference (they
 should contend) and one of them beside a line of the next class (they should not); `pass` 1
