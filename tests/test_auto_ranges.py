@@ -201,11 +201,13 @@ def test_h100_like_l1_is_found_to_one_line_in_few_launches():
     # tests/data/h100_like.yaml: the reference's 216 KiB L1 (carveout 0) of 128-B lines
     doc, data = _h100_like("l1_size", {"stride_bytes": 128, "max_record_steps": 1024})
     # at C + 128 one set of the LRU twin overflows: 7 misses a pass of 1729 lines, which the
-    # binomial test may not tell from outliers in 1024 timed loads: the size is C or C + 128
-    assert _value(doc["series"][0], "l1d", "size_bytes") in (221184, 221184 + 128)
+    # binomial test may not tell from outliers in 1024 timed loads; the bracket's two sizes
+    # measured again until the test is clear-cut (pooled samples) make it C
+    assert _value(doc["series"][0], "l1d", "size_bytes") == 221184
     # the committed H100 run swept 145 sizes per series; here doubling from 512 B to 256 KiB
-    # (10 launches), halving the 128 KiB bracket down to 1 KiB (7), 7 dense at 128 B
-    assert data["point"].nunique() <= 10 + 7 + 7
+    # (10 launches), halving the 128 KiB bracket down to 1 KiB (7), 7 dense at 128 B, and the
+    # bracket's two sizes again up to 3 times (6)
+    assert data["point"].nunique() <= 10 + 7 + 7 + 6
 
 
 def test_h100_like_constant_levels_up_to_the_64_kib_limit():

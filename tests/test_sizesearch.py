@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from gpudissect.analysis.misses import first_miss_bracket
+from gpudissect.analysis.misses import bound_settled, first_miss_bracket
 from gpudissect.sizesearch import SearchPlan, search_size
 
 
@@ -31,20 +31,20 @@ def test_finds_the_size_to_the_resolution(size_bytes):
     plan = SearchPlan(
         start_bytes=16 * resolution, limit_bytes=64 * size_bytes, resolution_bytes=resolution
     )
-    out = search_size(measure, first_miss_bracket, plan)
+    out = search_size(measure, first_miss_bracket, plan, bound_settled)
     assert out.reason is None
     # the size is a multiple of the resolution in these caches: it is the last size that fits
     assert out.fits_bytes == size_bytes
     assert out.misses_bytes == size_bytes + resolution
     assert out.sizes == launches  # every launch's size is reported, in order
-    # every size once, but the bracket's two: measured again three times (a sharp bound holds)
-    assert launches[-6:] == [size_bytes, size_bytes + resolution] * plan.confirm_rounds
-    assert len(set(launches)) == len(launches) - 2 * plan.confirm_rounds
+    # every size once, but the bracket's two where its test was not clear-cut (a fitting size
+    # with more slow accesses than outliers usually give): then measured again, 3 times at most
+    assert len(launches) - len(set(launches)) in (0, 2, 4, 6)
     # k doublings reach the first miss (k + 1 sizes); the bracket is then 2^(k-1) starts wide
-    # and halves down to 8 resolution steps; then at most 7 dense sizes and the 2 x 3 again
+    # and halves down to 8 resolution steps; then at most 7 dense sizes
     k = int(np.ceil(np.log2((size_bytes + resolution) / plan.start_bytes)))
     bisections = (k - 1) + int(np.log2(plan.start_bytes / resolution)) - 3
-    assert len(launches) <= (k + 1) + bisections + 7 + 6
+    assert len(out.sizes) <= (k + 1) + bisections + 7 + 6
 
 
 def test_a_cache_past_the_limit_is_reported_as_larger():
@@ -91,7 +91,7 @@ def test_a_bound_that_misses_on_few_accesses_is_decided_by_the_pooled_samples():
             start_bytes=2048, limit_bytes=4 << 20, resolution_bytes=resolution,
             confirm_rounds=rounds,
         )  # fmt: skip
-        return search_size(measure, first_miss_bracket, plan).fits_bytes
+        return search_size(measure, first_miss_bracket, plan, bound_settled).fits_bytes
 
     once = [search(seed, 0) for seed in range(30)]
     pooled = [search(seed, 3) for seed in range(30)]

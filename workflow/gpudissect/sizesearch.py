@@ -1,11 +1,11 @@
 """The size search of Größler's thesis (Sec. 3.2), shared by every sweep that looks for a size
 with no range given: double the array from a size that surely fits until the first-miss test
 fires, halve the bracket (binary search) until it is a few resolution steps wide, then sweep it
-densely at the resolution (the line or stride) around the bound. Then the two sizes of the
-bracket are measured again `confirm_rounds` times, their samples pooled with the earlier ones,
-and a bracket that moves is narrowed again: where a cache starts missing on a few accesses in a
-thousand, one launch's test may or may not call that size a miss, run by run; the pooled
-samples decide.
+densely at the resolution (the line or stride) around the bound. Where the bracket is not
+clear-cut (`settled`, a second narrow function of the analysis), its two sizes are measured
+again, their samples pooled with the earlier ones, up to `confirm_rounds` times, and a bracket
+that moves is narrowed again: where a cache starts missing on a few accesses in a thousand, one
+launch's test may or may not call that size a miss, run by run; the pooled samples decide.
 
 The sweep measures; the analysis decides: `decide(sizes, groups)` is the one narrow function
 through which a sweep asks the analysis where the first miss lies (STYLE.md: adaptive sweeps ask
@@ -22,6 +22,8 @@ import numpy as np
 
 # (sizes, per-size latency groups) -> (largest size that fits, first size that misses) or None
 Decide = Callable[[Sequence[int], Sequence[np.ndarray]], "tuple[int, int] | None"]
+# (sizes, per-size latency groups) -> whether the bracket is clear-cut (no confirmation needed)
+Settled = Callable[[Sequence[int], Sequence[np.ndarray]], bool]
 MIN_DECIDE_SIZES = 3  # the first-miss test needs two reference sizes and one to test
 MAX_RESUMES = 2  # times the doubling goes on after the confirmation dismissed a first miss
 
@@ -34,7 +36,7 @@ class SearchPlan:
     limit_bytes: the largest size tried (a device limit, such as 64 KiB of constant memory).
     resolution_bytes: the step of the dense sweep around the bound (every size is a multiple).
     dense_steps: the binary search stops when the bracket is at most this many steps wide.
-    confirm_rounds: how many times the bracket's two sizes are measured again.
+    confirm_rounds: how many times the bracket's two sizes are measured again at most.
     """
 
     start_bytes: int
@@ -76,7 +78,10 @@ class SearchOutcome:
 
 
 def search_size(
-    measure: Callable[[int], np.ndarray], decide: Decide, plan: SearchPlan
+    measure: Callable[[int], np.ndarray],
+    decide: Decide,
+    plan: SearchPlan,
+    settled: Settled | None = None,
 ) -> SearchOutcome:
     """Doubling, binary search, a dense sweep and the bracket's confirmation; `measure(n)` runs
     (and records) launches at size n and returns their per-access latencies (a size measured
@@ -136,10 +141,14 @@ def search_size(
             )
             return SearchOutcome(None, None, reason, order)
         bracket, why = narrow(bracket)
-        # 4. the bracket's two sizes again, pooled, `confirm_rounds` times; where that moves
-        # the bracket to sizes not swept densely, it is narrowed again
-        for _ in range(plan.confirm_rounds):
+        # 4. while the bracket is not clear-cut, its two sizes again, pooled, `confirm_rounds`
+        # times at most; where that moves the bracket to sizes not swept densely, it is
+        # narrowed again
+        for _ in range(plan.confirm_rounds if settled is not None else 0):
             if bracket is None:
+                break
+            sizes = sorted(measured)
+            if settled(sizes, [measured[x] for x in sizes]):
                 break
             for m in bracket:
                 again(m)

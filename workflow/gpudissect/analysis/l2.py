@@ -1,9 +1,7 @@
 """L2 footprint sweep: where latency steps up, and the levels the L2 serves hits from.
 
 - Steps: change points (Opt + KS test, `changepoint.find_steps`) of the median per-access latency
-  against footprint that shift the level by at least the mean interquartile range of the
-  accesses on their two sides (`MIN_SHIFT_IQR`); each is reported with the footprints it lies
-  between.
+  against footprint; each is reported with the footprints it lies between.
 - Plateaus: the footprints between two steps. Where the sweep shows a near level, one far level
   and a last (DRAM) level, separated by the margins `PartitionLevels` documents, the three are
   read as Hopper's partitioned L2: data one SM uses is kept (replicated) in the near partition
@@ -18,7 +16,6 @@
 
 from __future__ import annotations
 
-from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -294,49 +291,10 @@ def miss_latency(
     )
 
 
-# A step is a shift of the latency level by at least this many times the mean interquartile
-# range of the accesses on its two sides: a rise inside one level's spread (a far-partition
-# share that grows footprint by footprint, a ramp into DRAM) passes the KS test on thousands of
-# accesses, but splits one level wherever the ramp happens to cross, run by run.
-MIN_SHIFT_IQR = 1.0
-
-
-def _iqr(a: np.ndarray) -> float:
-    q75, q25 = np.percentile(a, [75, 25])
-    return float(q75 - q25)
-
-
-def _distinct_levels(steps: list[Step], groups) -> list[Step]:
-    """`steps` less those whose shift is under `MIN_SHIFT_IQR` mean IQRs of their two sides,
-    the weakest first; its two sides then merge, and the others' levels (medians of the per-x
-    medians of their two segments, as the change-point search defines them) and spreads are
-    taken again."""
-    medians = np.array([np.median(g) for g in groups])
-    steps = list(steps)
-    while steps:
-        edges = [0] + [s.index for s in steps] + [len(groups)]
-        segments = list(zip(edges, edges[1:], strict=False))
-        spread = [_iqr(np.concatenate(groups[a:b])) for a, b in segments]
-        level = [float(np.median(medians[a:b])) for a, b in segments]
-        steps = [
-            replace(s, level_before=level[i], level_after=level[i + 1]) for i, s in enumerate(steps)
-        ]
-        ratio = [
-            (level[i + 1] - level[i]) / max((spread[i] + spread[i + 1]) / 2, 1e-9)
-            for i in range(len(steps))
-        ]
-        weakest = int(np.argmin(ratio))
-        if ratio[weakest] >= MIN_SHIFT_IQR:
-            break
-        del steps[weakest]
-    return steps
-
-
 def _rising_steps(sizes, groups) -> list[Step]:
-    steps = [
+    return [
         s for s in find_steps(sizes, groups, summary="median", min_relative_step=0.05) if s.rise > 0
     ]
-    return _distinct_levels(steps, groups)
 
 
 def step_brackets(sizes, groups) -> list[tuple[int, int]]:

@@ -122,3 +122,24 @@ def first_miss_bracket(sizes, groups, *, alpha: float = 0.01) -> tuple[int, int]
     if not det.reference_ok or det.result is None:
         return None
     return int(det.result.x_before), int(det.result.x_after)
+
+
+# The first-miss bracket is clear-cut when the last size that fits shows no more slow accesses
+# than timing outliers explain at this probability, and the first that misses is significant at
+# this share of the test's alpha.
+SETTLED_FIT_P = 0.5
+SETTLED_MISS_SHARE = 0.01
+
+
+def bound_settled(sizes, groups, *, alpha: float = 0.01) -> bool:
+    """The decision an adaptive size sweep asks for after its dense sweep
+    (`sizesearch.search_size`): whether the first-miss bracket is clear-cut, or its two sizes
+    should be measured again (a cache that starts missing on a few accesses in a thousand: one
+    launch may or may not call that size a miss). True where there is no bracket."""
+    det = FirstMissDetector(alpha=alpha).fit(sizes, groups)
+    r = det.result
+    if not det.reference_ok or r is None:
+        return True
+    i = r.index
+    fit_p = float(binom_sf(r.miss_counts[i - 1] - 1, r.accesses[i - 1], r.outlier_rate))
+    return fit_p >= SETTLED_FIT_P and r.p_value < SETTLED_MISS_SHARE * alpha

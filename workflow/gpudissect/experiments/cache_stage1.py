@@ -38,7 +38,7 @@ import pyarrow as pa
 
 from ..analysis import cache_levels as cl
 from ..analysis import cache_line
-from ..analysis.misses import first_miss_bracket
+from ..analysis.misses import bound_settled, first_miss_bracket
 from ..backends.base import Backend
 from ..config import AUTO, DeviceEntry, SizeRange, check_stride_and_sizes
 from ..exceptions import ConfigError, TraceError
@@ -204,7 +204,7 @@ def _size(rec, params, path, level, sweep, stride_bytes, below) -> cl.SizeFindin
             rec.backend.facts(), path=path, level=level, stride_bytes=stride_bytes,
             resolution_bytes=sweep.size_resolution_bytes, below_bytes=below,
         )  # fmt: skip
-        search_size(size_point, first_miss_bracket, plan)
+        search_size(size_point, first_miss_bracket, plan, bound_settled)
         return cl.locate_size(list(latencies), list(latencies.values()))
     for n in sweep.array_bytes.sizes():
         if n >= stride_bytes:

@@ -13,7 +13,7 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 
-from ..analysis.misses import first_miss_bracket
+from ..analysis.misses import bound_settled, first_miss_bracket
 from ..backends.base import Backend, ChaseWork
 from ..backends.facts import DeviceFacts
 from ..config import AUTO, DeviceEntry, SizeRange, check_stride_and_sizes
@@ -162,7 +162,7 @@ def run(
             for n in sweep.array_bytes.sizes():
                 s.measure(n)
         else:
-            out = search_size(s.measure, first_miss_bracket, plan)
+            out = search_size(s.measure, first_miss_bracket, plan, bound_settled)
             log.info(
                 "l1_size carveout %d buffer %d: %d sizes searched, first miss in (%s, %s]%s",
                 carveout, buffer_bytes, len(out.sizes), out.fits_bytes, out.misses_bytes,
