@@ -192,7 +192,7 @@ def contention_classes(data: pd.DataFrame) -> dict[str, Any]:
         "labels": np.asarray(labels, int),
         "classes": int(sizes.size),
         "sizes": sizes,
-        "launches": int(share.size),
+        "launches": int(len(data) + len(checks)),  # every launch, the one-line ones too
         "same_median": float(np.median(same)) if same.size else None,
         "other_median": float(np.median(other)) if other.size else None,
         "same_min": float(same.min()) if same.size else None,
