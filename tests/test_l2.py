@@ -332,8 +332,35 @@ def test_the_l2_size_follows_the_dram_share_where_dram_is_barely_the_median():
         return [(0.43, at_520), (0.57, at_712)]
 
     trace = sweep(parts, [*range(8, 49, 4), 50, 52, 56, 64, 100, 200], seed=7)
-    l2 = l2_of(trace)
+    doc = analyse(trace, provenance={"device": "synthetic"})
+    l2 = doc["elements"]["l2"]
     assert l2["size_bytes"]["bracket_bytes"] == [48 * MIB, 50 * MIB]
     assert "share of accesses" in l2["size_bytes"]["method"]
-    steps = l2["latency_steps_bytes"]["value"]
-    assert steps[-1] == 50 * MIB  # the median steps one footprint later
+    # the median steps one footprint later; the level boundaries are the near bound and the size
+    assert doc["steps"][-1]["footprint_before_bytes"] == 50 * MIB
+    assert l2["latency_steps_bytes"]["value"] == [l2["near_size_bytes"]["value"], 48 * MIB]
+
+
+def test_change_points_inside_the_far_level_are_no_level_boundaries():
+    """The far partition's share of far hits grows footprint by footprint (the H100's far
+    plateau rises 476 -> 534 cycles): the median may step inside it, at a footprint that moves
+    run by run. The latency steps are the levels' boundaries: the near bound and the size."""
+
+    def far_at(shift):
+        return lambda rng, n: far(rng, n) + shift
+
+    def parts(m):
+        if m <= 24:
+            return [(1.0, near)]
+        if m <= 48:
+            return [(1.0, far_at(-25 if m <= 32 else 25))]
+        return [(1.0, dram)]
+
+    doc = analyse(sweep(parts, range(8, 73, 4), seed=3), provenance={"device": "synthetic"})
+    l2 = doc["elements"]["l2"]
+    assert len(doc["steps"]) == 3  # near -> far, inside far, far -> DRAM
+    assert l2["latency_steps_bytes"]["value"] == [
+        l2["near_size_bytes"]["value"],
+        l2["size_bytes"]["value"],
+    ]
+    assert l2["size_bytes"]["value"] == 48 * MIB

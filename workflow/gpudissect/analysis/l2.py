@@ -359,6 +359,21 @@ def analyse(
         if steps
         else undetermined(f"no latency step between {sizes[0]} and {sizes[-1]} bytes")
     )
+    near, size = (l2.get(k, {}).get("value") for k in ("near_size_bytes", "size_bytes"))
+    if lv is not None and near is not None and size is not None and steps:
+        # read as a partitioned L2, the levels change where the near partition stops holding
+        # the data and where the L2 does: a change point of the median inside the far level
+        # (its share of far hits grows footprint by footprint) or inside the ramp into DRAM is
+        # no boundary of a level, and fell at different footprints run by run
+        l2["latency_steps_bytes"] = quantity(
+            [int(near), int(size)],
+            unit="bytes",
+            confidence=min(l2["near_size_bytes"]["confidence"], l2["size_bytes"]["confidence"]),
+            method="the boundaries of the latency levels read as Hopper's partitioned L2: the "
+            "near partition's bound (near_size_bytes) and the L2 size (size_bytes); every change "
+            "point of the median is in `steps`",
+            evidence="change points of the median: " + l2["latency_steps_bytes"]["evidence"],
+        )
     return {
         "device": provenance["device"],
         "analysis": "l2",
