@@ -98,11 +98,12 @@ def search_size(
         measured[n] = np.concatenate([measured[n], new]) if n in measured else new
         order.append(n)
 
-    def ask() -> tuple[int, int] | None:
-        if len(measured) < MIN_DECIDE_SIZES:
-            return None
+    def pooled() -> tuple[list[int], list[np.ndarray]]:
         sizes = sorted(measured)
-        return decide(sizes, [measured[s] for s in sizes])
+        return sizes, [measured[s] for s in sizes]
+
+    def ask() -> tuple[int, int] | None:
+        return decide(*pooled()) if len(measured) >= MIN_DECIDE_SIZES else None
 
     width = plan.dense_steps * plan.resolution_bytes
 
@@ -147,8 +148,7 @@ def search_size(
         for _ in range(plan.confirm_rounds if settled is not None else 0):
             if bracket is None:
                 break
-            sizes = sorted(measured)
-            if settled(sizes, [measured[x] for x in sizes]):
+            if settled(*pooled()):
                 break
             for m in bracket:
                 again(m)
