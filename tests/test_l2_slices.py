@@ -462,3 +462,14 @@ def test_ambiguous_and_disturbed_partners_are_launched_again_and_their_median_de
     c = contention_classes(data[data["phase"] == e.CONTENTION_PHASE])
     assert c["classes"] == 16 and sorted(c["sizes"].tolist()) == [4] * 16
     assert _contention_slices(c)["value"] == 16
+
+
+def test_the_contention_phase_reports_the_lines_placed():
+    seen = []
+    params = dataclasses.replace(PARAMS, lines=64, contention_lines=4096)  # capped at the lines
+    e.contention_phase(
+        _GlitchBackend(), params, np.arange(64, dtype=np.int64) * 128, flush=8,
+        progress=lambda done, total: seen.append((done, total)),
+    )  # fmt: skip
+    assert seen[-1] == (64, 64) and len(seen) == 16  # a report per class (16 of 4 lines)
+    assert [d for d, _ in seen] == sorted(d for d, _ in seen)

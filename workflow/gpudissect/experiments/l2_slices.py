@@ -271,6 +271,7 @@ def contention_phase(
     from ..analysis.l2_slices import contention_ambiguous, contention_same
 
     left = [int(o) for o in offsets[: p.contention_lines]]  # at most the walked lines
+    lines = len(left)
     frames, classes = [], []
 
     def launch(reference: int, partners: np.ndarray, klass: int, check: bool, first: int = 0):
@@ -303,7 +304,7 @@ def contention_phase(
         classes.append([reference] + [o for o in rest if same.get(o, False)])
         left = [o for o in rest if not same.get(o, False)]
         if progress:
-            progress(p.contention_lines - len(left), p.contention_lines)
+            progress(lines - len(left), lines)
     # the check: two members of a class other than its reference (a pair no search launched)
     # should contend, and a member beside one of the next class should not
     for k, members in enumerate(classes):
@@ -372,7 +373,7 @@ def run(
         for target in rest:
             walk(1, helpers[0], target)
     if p.contention_lines:
-        frames += contention_phase(backend, p, offsets, flush)
+        frames += contention_phase(backend, p, offsets, flush, progress)  # lines placed
     if not frames:
         return pd.DataFrame({f.name: pd.Series(dtype=f.type.to_pandas_dtype()) for f in SCHEMA})
     return pd.concat(frames, ignore_index=True)
