@@ -81,6 +81,9 @@ def test_coalescing_factors_reaches_and_levels_are_recovered(coalescing):
     assert _value(doc, "l2_tlb", "reach_contiguous_bytes") == 512 * CHUNK
     assert _value(doc, "l2_tlb", "reach_scattered_bytes") == 32 * CHUNK
     assert _value(doc, "l3_tlb", "reach_scattered_bytes") == 128 * CHUNK
+    # entries: the units (the contiguous misses' spacing: 4 and 16 chunks) that fit
+    assert _value(doc, "l1_tlb", "entries") == 8
+    assert _value(doc, "l2_tlb", "entries") == 32
     # the L3 TLB sees only the L2's misses under the contiguous mapping: no reading there
     assert _value(doc, "l3_tlb", "reach_contiguous_bytes") is None
     assert _value(doc, "l3_tlb", "coalesced_pages") is None
@@ -100,6 +103,8 @@ def test_large_units_are_not_coalesced():
         assert _value(doc, element, "coalesced_pages") == 1
         assert _value(doc, element, "reach_contiguous_bytes") == pages * CHUNK
         assert _value(doc, element, "reach_scattered_bytes") == pages * CHUNK
+    assert _value(doc, "l1_tlb", "entries") == 8
+    assert _value(doc, "l2_tlb", "entries") == 32
     assert doc["page_table"]["tlb_levels"]["value"] == 2
     assert "l3_tlb" not in doc["elements"]
 

@@ -522,3 +522,49 @@ def test_a_small_onset_is_read_against_the_noise_before_it():
     (onset,) = shift_onsets(data)
     assert (onset.fit_elements, onset.first_elements) == (16, 17)
     assert len(onset.shifted_bytes) == 16
+
+
+def _unit_walks(m_values, *, onset_after, rise, seed, stride=2 * MIB, unit=16 * MIB, noise=2.0):
+    """Reach walks below a level's unit: each address its own steady latency (an L2 slice's,
+    275-330 cycles), three traversals of `noise`-cycle jitter, and once a walk is longer than
+    `onset_after` elements the first address of each unit `rise` cycles slower (an H100's
+    16 MiB L1-TLB unit walked at 2 MiB: 1 address in 8)."""
+    rng = np.random.default_rng(seed)
+    own = rng.integers(275, 331, max(m_values))
+    per_unit = unit // stride
+    rows = []
+    for point, m in enumerate(m_values):
+        for step in range(3 * m + 1):
+            i = step % m
+            slow = rise if m > onset_after and i % per_unit == 0 else 0
+            lat = own[i] + slow + rng.normal(0, noise)
+            rows.append((point, "reach", stride, m, step, i * stride // 4, round(lat)))
+    cols = ["point", "stage", "stride_bytes", "elements", "step", "position", "latency_cycles"]
+    return pd.DataFrame(rows, columns=cols)
+
+
+_UNIT_GRID = [2, 3, 4, 5, 6, 8, 10, 13, 16, 19, 23, 27, 32, 38, 45, 54, 64, 76, 91, 108, 128,
+              152, 181, 215, 256, 304]  # fmt: skip
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_a_penalty_on_one_address_a_unit_is_read_from_the_units_first_addresses(seed):
+    """Three H100 traces at 2 MiB: 16 of 128 addresses rose 10 cycles between walks of 128 and
+    152 elements, every one the first of a 16 MiB unit; among all 128 that was too few for the
+    binomial test at 1e-6 (p 2e-5). The first address of each unit alone passes it."""
+    from gpudissect.analysis.tlb_shift import shift_onsets
+
+    data = _unit_walks(_UNIT_GRID, onset_after=128, rise=10, seed=seed)
+    (onset,) = shift_onsets(data)
+    assert (onset.fit_elements, onset.first_elements) == (128, 152)
+    assert onset.spacing_bytes == 16 * MIB
+    assert all(b % (16 * MIB) == 0 for b in onset.shifted_bytes)
+    assert len(onset.shifted_bytes) >= 14
+    assert 8 <= onset.penalty_cycles <= 12
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_walks_with_no_penalty_give_no_onset_in_any_residue_class(seed):
+    from gpudissect.analysis.tlb_shift import shift_onsets
+
+    assert shift_onsets(_unit_walks(_UNIT_GRID, onset_after=128, rise=0, seed=seed)) == []

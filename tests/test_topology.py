@@ -46,6 +46,30 @@ def test_the_experiment_built_for_the_element_wins_and_the_other_reading_is_name
     assert other["note"].startswith("a reading of l2.near_size_bytes")
 
 
+def test_a_tlb_levels_entries_come_from_the_controlled_mapping_first(tmp_path):
+    # the walks over a plain allocation read 1874 L2-TLB entries in one H100 run, 2046 in
+    # another; the walks over the mapping the experiment made read 2051 in both. Only the
+    # entries rank the controlled mapping first: the penalty keeps the registry order
+    tlbs = _doc(
+        tmp_path,
+        "tlbs",
+        {"l2_tlb": {"entries": _q(1874, "entries"), "miss_penalty_cycles": _q(103, "cycles")}},
+    )
+    mapped = _doc(
+        tmp_path,
+        "tlb_mappings",
+        {"l2_tlb": {"entries": _q(2051, "entries"), "miss_penalty_cycles": _q(145, "cycles")}},
+    )
+    doc = build_topology("d", [tlbs, mapped], REGISTRY)
+    entries = doc["elements"]["l2_tlb"]["entries"]
+    assert (entries["value"], entries["experiment"]) == (2051, "tlb_mappings")
+    (other,) = entries["other_readings"]
+    assert (other["experiment"], other["value"], other["agrees"]) == ("tlbs", 1874, False)
+    assert doc["elements"]["l2_tlb"]["miss_penalty_cycles"]["experiment"] == "tlbs"
+    assert doc["reconciliation"]["precedence"]["l2_tlb.entries"] == ["tlb_mappings", "tlbs"]
+    validate_topology(doc)
+
+
 def test_an_identical_carried_value_is_named_not_compared(tmp_path):
     a = _doc(tmp_path, "cache_stage1", {"l1d": {"line_bytes": _q(128)}})
     b = _doc(tmp_path, "caches", {"l1d": {"line_bytes": _q(128)}})

@@ -51,7 +51,7 @@ from .tlb_levels import (
     misses_per_traversal,
 )
 from .tlb_pages import merge_into_base
-from .tlb_shift import shift_onsets
+from .tlb_shift import _units, shift_onsets
 
 MIN_MISSES = 2.0  # per traversal, for a walk to count as past a level's reach
 HIDDEN = -1  # the level key of the paired-address reading
@@ -257,6 +257,46 @@ def _reach_quantity(series, layout: str, level: int) -> dict[str, Any]:
     )
 
 
+def entries_quantity(series: list[SeriesReading], level: int) -> dict[str, Any]:
+    """The level's entries from the contiguous walks: the translation units that fit. The unit
+    is the spacing of the misses where it exceeds the stride (else each element is a unit of
+    its own); every stride that reads the level brackets the units between its walks without
+    and with the overflow, and the brackets intersected give the count. Over a mapping the
+    experiment made, the count does not depend on where the driver put the pages."""
+    read = sorted(
+        ((s, s.onset(level)) for s in series if s.layout == "contiguous" and s.onset(level)),
+        key=lambda x: x[0].stride_bytes,
+    )
+    if not read:
+        return undetermined("no contiguous walk reads this level's onset")
+    spaced = [
+        o.spacing_bytes for s, o in read if o.spacing_bytes and o.spacing_bytes > s.stride_bytes
+    ]
+    unit = max(spaced) if spaced else read[0][0].stride_bytes
+    lo, hi, parts = 0, None, []
+    for s, o in read:
+        a = _units(o.fit_elements, s.stride_bytes, unit)
+        b = max(a, _units(o.first_elements, s.stride_bytes, unit) - 1)
+        parts.append(f"stride {_mib(s.stride_bytes)}: {a}..{b}")
+        lo, hi = max(lo, a), b if hi is None else min(hi, b)
+    text = (
+        f"units of {_mib(unit)} that fit, by stride (walks without and with the overflow): "
+        + ", ".join(parts)
+    )
+    if hi < lo:
+        return undetermined(f"{text}: the brackets do not overlap")
+    if hi > lo:
+        return undetermined(f"{text}: together {lo}..{hi}, the walks are not one unit apart")
+    return quantity(
+        lo,
+        unit="entries",
+        confidence=0.9,
+        method="reach walks over the contiguous mapping: translation units (the spacing of the "
+        "misses, or the stride) that fit, each stride's bracket intersected",
+        evidence=f"{text}; together exactly {lo}",
+    )
+
+
 def coalescing(series: list[SeriesReading], level: int, *, nearest: bool) -> dict[str, Any]:
     """`coalesced_pages` of one level (module docstring); `nearest`: the level every access
     looks up (its reach bounds the factor even where only one layout overflows it)."""
@@ -399,6 +439,7 @@ def analyse(
         onset = _reach(series, "scattered", key) or _reach(series, "contiguous", key)
         elements[name] = {
             "coalesced_pages": coalescing(series, key, nearest=i == 0),
+            "entries": entries_quantity(series, key),
             "reach_contiguous_bytes": _reach_quantity(series, "contiguous", key),
             "reach_scattered_bytes": _reach_quantity(series, "scattered", key),
             "miss_penalty_cycles": _penalty(levels, base, key, onset[0] if onset else None),

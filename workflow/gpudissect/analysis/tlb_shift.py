@@ -79,8 +79,10 @@ def shift_onsets(
     translation level's reach the addresses that now miss it (all, or the first of each
     translation unit) rise by its penalty. An onset is the first pair in which more addresses
     rise by over 3 sigma than the rate of such rises in the same pairs explains (binomial test
-    at `alpha`), whose risen addresses (rise above 3 sigma of the pairs before it and above a
-    quarter of the median rise, or 3 sigma if less) are at least `min_addresses`, regularly
+    at `alpha`; where that fails or its risen addresses fail the checks below, the same test
+    over the first address of each unit alone, `_unit_rise`), whose risen addresses (rise
+    above 3 sigma of the pairs before it and above a quarter of the median rise, or 3 sigma if
+    less) are at least `min_addresses`, regularly
     spaced (the most common spacing is at least `spacing_share` of all: the translation unit,
     or the stride) and still risen in the walk after (a slow traversal of one walk is not a
     level)."""
@@ -110,42 +112,124 @@ def shift_onsets(
                 null_before = max(float(np.mean(before > 3 * sigma_before)), 0.002)
             else:
                 sigma_before, null_before = sigma, null
-            rise = d[d > 3 * sigma_before]
-            if binom_sf(rise.size - 1, d.size, null_before) >= alpha:
-                continue
-            if rise.size < min_addresses or np.median(rise) < min_shift_cycles:
-                continue
-            # which addresses rose: above the noise of the pairs before this one and a quarter
-            # of the typical rise, so that the smaller genuine rises of a slice-dependent
-            # penalty stay in
-            cut = max(3 * sigma_before, min(3 * sigma, 0.25 * float(np.median(rise))))
-            shifted = common[d > cut]
-            if shifted.size < min_addresses:
-                continue
-            later = by_m[ms[i + 2]].reindex(shifted) - by_m[a][shifted]
-            if float(np.nanmedian(later.to_numpy(np.float64))) < cut:
-                continue  # a slow traversal of one walk, not a level
-            addr = np.sort(shifted.to_numpy(np.int64)) * ELEMENT_BYTES
-            values, counts = np.unique(np.diff(addr), return_counts=True)
-            k = int(np.argmax(counts))
-            share = float(counts[k] / counts.sum())
-            if share < spacing_share:
-                continue
-            out.append(
-                ShiftOnset(
-                    int(stride),
-                    a,
-                    ms[i + 1],
-                    tuple(int(x) for x in addr),
-                    int(common.size),
-                    float(np.median(d[d > cut])),
-                    float(cut),
-                    int(values[k]),
-                    share,
-                )
-            )
-            break
+            over = d > 3 * sigma_before
+            # the addresses that may have risen: all of them, or, where those that rose are too
+            # few or not regularly spaced, the first address of each translation unit
+            for among in _risen_candidates(
+                common, over, int(stride), null_before, alpha, min_addresses
+            ):
+                onset = _onset(
+                    int(stride), (a, ms[i + 1], ms[i + 2]), by_m, common, d, among,
+                    sigma=sigma, sigma_before=sigma_before, min_shift_cycles=min_shift_cycles,
+                    min_addresses=min_addresses, spacing_share=spacing_share,
+                )  # fmt: skip
+                if onset is not None:
+                    out.append(onset)
+                    break
+            if out and out[-1].stride_bytes == stride:
+                break
     return out
+
+
+def _onset(
+    stride: int,
+    walks: tuple[int, int, int],
+    by_m: dict[int, pd.Series],
+    common: pd.Index,
+    d: np.ndarray,
+    among: np.ndarray,
+    *,
+    sigma: float,
+    sigma_before: float,
+    min_shift_cycles: float,
+    min_addresses: int,
+    spacing_share: float,
+) -> ShiftOnset | None:
+    """The onset between walks a and b (c the walk after) over the addresses `among`, if their
+    rises make one (`shift_onsets`)."""
+    a, b, c = walks
+    rise = d[(d > 3 * sigma_before) & among]
+    if rise.size < min_addresses or np.median(rise) < min_shift_cycles:
+        return None
+    # which addresses rose: above the noise of the pairs before this one and a quarter of the
+    # typical rise, so that the smaller genuine rises of a slice-dependent penalty stay in
+    cut = max(3 * sigma_before, min(3 * sigma, 0.25 * float(np.median(rise))))
+    risen = (d > cut) & among
+    shifted = common[risen]
+    if shifted.size < min_addresses:
+        return None
+    later = by_m[c].reindex(shifted) - by_m[a][shifted]
+    if float(np.nanmedian(later.to_numpy(np.float64))) < cut:
+        return None  # a slow traversal of one walk, not a level
+    addr = np.sort(shifted.to_numpy(np.int64)) * ELEMENT_BYTES
+    values, counts = np.unique(np.diff(addr), return_counts=True)
+    k = int(np.argmax(counts))
+    share = float(counts[k] / counts.sum())
+    if share < spacing_share:
+        return None
+    return ShiftOnset(
+        stride,
+        a,
+        b,
+        tuple(int(x) for x in addr),
+        int(common.size),
+        float(np.median(d[risen])),
+        float(cut),
+        int(values[k]),
+        share,
+    )
+
+
+def _risen_candidates(
+    positions: pd.Index, over: np.ndarray, stride: int, null: float, alpha: float, least: int
+) -> list[np.ndarray]:
+    """The sets of addresses that may have risen, in the order to try them: the first address
+    of each unit alone where it explains every rise beyond the noise (the rises outside it are
+    no more than the noise's rate), else all addresses (if their rises pass the test), then
+    that class."""
+    unit = _unit_rise(positions, over, stride, null, alpha, least)
+    if unit is not None and binom_sf(over[~unit].sum() - 1, int((~unit).sum()), null) >= alpha:
+        return [unit]
+    every = (
+        [np.ones(over.size, dtype=bool)]
+        if binom_sf(over.sum() - 1, over.size, null) < alpha
+        else []
+    )
+    return every + ([unit] if unit is not None else [])
+
+
+def _unit_rise(
+    positions: pd.Index,
+    over: np.ndarray,
+    stride: int,
+    null: float,
+    alpha: float,
+    min_addresses: int,
+) -> np.ndarray | None:
+    """The addresses of one residue class of the walk's elements (every r-th element, r a power
+    of two) in which the rises cannot be noise, or None.
+
+    At a stride below a translation unit of r strides, a walk one unit past the level's reach
+    misses only on the first access of each unit: 1 in r addresses rises, too few among all of
+    them for the binomial test, but all of one residue class mod r. Each class of each r is
+    tested at the noise's rate of rises, the p-value multiplied by the number of classes
+    tested (Bonferroni); the class of the smallest p-value is taken if that passes `alpha`."""
+    element = positions.to_numpy(np.int64) * ELEMENT_BYTES // stride
+    best: tuple[float, int, int] = (1.0, 0, 0)  # p-value, r, residue
+    r = 2
+    while over.size // r >= min_addresses:
+        size = np.bincount(element % r, minlength=r)
+        k = np.bincount(element % r, weights=over, minlength=r).astype(np.int64)
+        for offset in np.flatnonzero(k >= min_addresses):
+            p = float(binom_sf(k[offset] - 1, size[offset], null))
+            if p < best[0]:
+                best = (p, r, int(offset))
+        r *= 2
+    p, r_best, offset = best
+    classes = r - 2  # 2 + 4 + ... + r / 2
+    if r_best == 0 or p * classes >= alpha:
+        return None
+    return element % r_best == offset
 
 
 # --- the level the onsets describe -------------------------------------------------------------

@@ -1,9 +1,9 @@
 """One value per element and quantity, from all the readings of a device's analyses.
 
 The rule (config/README.md, "The topology document"):
-1. Readings of one quantity are ranked by experiment: first the element's own order in
-   `PRECEDENCE` (the experiment built for that element first), then the registry order of the
-   families. Points of a per-carveout series never compete: they are listed under `by_carveout`.
+1. Readings of one quantity are ranked by experiment: first the quantity's own order in
+   `PRECEDENCE` (key "element.quantity"), then the element's (the experiment built for that
+   element first), then the registry order of the families. Points of a per-carveout series never compete: they are listed under `by_carveout`.
 2. The value is the first determined reading of that ranking; if none is determined, the
    quantity is undetermined with the first reading's reason.
 3. Every other reading is named under `other_readings`, with whether it agrees (equal, or for
@@ -22,19 +22,23 @@ from typing import Any
 
 from .gather import Reading
 
-# the experiment built for the element's quantities first; the others follow in registry order
+# the experiment built for the element's quantities first; the others follow in registry order.
+# A key "element.quantity" ranks that quantity alone, ahead of its element's order: a TLB
+# level's entries come first from the walks over the mapping the experiment made, whose
+# count does not depend on where the driver put the pages of a plain allocation
 PRECEDENCE: dict[str, tuple[str, ...]] = {
     "l1d": ("cache_stage1", "caches", "l1_size"),
     "l2": ("l2", "cache_stage1", "caches", "l2_flush"),
+    **{f"{tlb}.entries": ("tlb_mappings", "tlbs") for tlb in ("l1_tlb", "l2_tlb", "l3_tlb")},
 }
 AGREE_REL = 0.03
 MATCH_REL = 0.10
 
 
-def _rank(element: str, registry: tuple[str, ...]):
-    order = PRECEDENCE.get(element, ()) + tuple(
-        e for e in registry if e not in PRECEDENCE.get(element, ())
-    )
+def _rank(element: str, quantity: str, registry: tuple[str, ...]):
+    first = PRECEDENCE.get(f"{element}.{quantity}", ()) + PRECEDENCE.get(element, ())
+    first = tuple(dict.fromkeys(first))
+    order = first + tuple(e for e in registry if e not in first)
 
     def key(r: Reading) -> tuple[int, str]:
         pos = order.index(r.experiment) if r.experiment in order else len(order)
@@ -97,7 +101,7 @@ def reconcile(all_readings: list[Reading], registry: tuple[str, ...]) -> dict[st
         (series if r.series else groups)[(r.element, r.quantity)].append(r)
     chosen_by: dict[tuple[str, str], Reading] = {}
     for key, rs in groups.items():
-        rs.sort(key=_rank(key[0], registry))
+        rs.sort(key=_rank(key[0], key[1], registry))
         chosen_by[key] = next((r for r in rs if r.determined), rs[0])
     elements: dict[str, dict[str, Any]] = defaultdict(dict)
     for (element, quantity), rs in sorted(groups.items()):
