@@ -549,13 +549,14 @@ _UNIT_GRID = [2, 3, 4, 5, 6, 8, 10, 13, 16, 19, 23, 27, 32, 38, 45, 54, 64, 76, 
 
 @pytest.mark.parametrize("seed", range(4))
 def test_a_penalty_on_one_address_a_unit_is_read_from_the_units_first_addresses(seed):
-    """Three H100 traces at 2 MiB: 16 of 128 addresses rose 10 cycles between walks of 128 and
-    152 elements, every one the first of a 16 MiB unit; among all 128 that was too few for the
-    binomial test at 1e-6 (p 2e-5). The first address of each unit alone passes it."""
+    """Three H100 `tlb_mappings` traces at 2 MiB: 16 of 128 addresses rose 10 cycles between
+    walks of 128 and 152 elements, every one the first of a 16 MiB unit; among all 128 that was
+    too few for the binomial test at 1e-6 (p 2e-5). The first address of each unit alone passes
+    it (`unit_classes`, which `tlb_mappings` reads with)."""
     from gpudissect.analysis.tlb_shift import shift_onsets
 
     data = _unit_walks(_UNIT_GRID, onset_after=128, rise=10, seed=seed)
-    (onset,) = shift_onsets(data)
+    (onset,) = shift_onsets(data, unit_classes=True)
     assert (onset.fit_elements, onset.first_elements) == (128, 152)
     assert onset.spacing_bytes == 16 * MIB
     assert all(b % (16 * MIB) == 0 for b in onset.shifted_bytes)
@@ -567,4 +568,5 @@ def test_a_penalty_on_one_address_a_unit_is_read_from_the_units_first_addresses(
 def test_walks_with_no_penalty_give_no_onset_in_any_residue_class(seed):
     from gpudissect.analysis.tlb_shift import shift_onsets
 
-    assert shift_onsets(_unit_walks(_UNIT_GRID, onset_after=128, rise=0, seed=seed)) == []
+    data = _unit_walks(_UNIT_GRID, onset_after=128, rise=0, seed=seed)
+    assert shift_onsets(data, unit_classes=True) == []

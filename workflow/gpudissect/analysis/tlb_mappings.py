@@ -135,7 +135,11 @@ def threshold_onsets(df: pd.DataFrame, levels: list[Level], base: int) -> list[O
 
 
 def paired_onset(df: pd.DataFrame) -> Onset | None:
-    found = shift_onsets(df)
+    """The hidden level's onset in one series. Its rise is read over the first address of each
+    translation unit where too few of all addresses rise (`shift_onsets`' `unit_classes`): at
+    a stride of one chunk below a larger unit (an H100's L1 TLB: 16 MiB units walked at 2 MiB,
+    where coalescing would show) 1 address in 8 rises."""
+    found = shift_onsets(df, unit_classes=True)
     if not found:
         return None
     o = found[0]
@@ -164,11 +168,18 @@ def onset_brackets(df: pd.DataFrame, *, layout: str, stride_bytes: int) -> list[
         return []
     levels, base = latency_levels(df)
     mine = df[(df["layout"] == layout) & (df["stride_bytes"] == stride_bytes)]
-    return [
+    found = [
         (o.fit_elements, o.first_elements)
         for o in series_onsets(mine, levels, base)
         if o.fit_elements is not None
     ]
+    # the hidden level's onset too where the threshold reading puts an onset in front of it:
+    # levels read from the walks so far (one series early in the sweep) can be off, and the
+    # reading of the whole trace then keeps the hidden onset, which must be one element apart
+    paired = paired_onset(mine)
+    if paired is not None and paired.fit_elements is not None:
+        found.append((paired.fit_elements, paired.first_elements))
+    return sorted(set(found))
 
 
 # --- across series and layouts ----------------------------------------------------------------

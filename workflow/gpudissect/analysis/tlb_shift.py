@@ -65,6 +65,7 @@ def shift_onsets(
     min_shift_cycles: float = 3.0,
     min_addresses: int = 3,
     spacing_share: float = 0.6,
+    unit_classes: bool = False,
 ) -> list[ShiftOnset]:
     """The first paired-address onset of every stride of the reach stage (none where no walk
     pair shows one).
@@ -79,13 +80,17 @@ def shift_onsets(
     translation level's reach the addresses that now miss it (all, or the first of each
     translation unit) rise by its penalty. An onset is the first pair in which more addresses
     rise by over 3 sigma than the rate of such rises in the same pairs explains (binomial test
-    at `alpha`; where that fails or its risen addresses fail the checks below, the same test
-    over the first address of each unit alone, `_unit_rise`), whose risen addresses (rise
-    above 3 sigma of the pairs before it and above a quarter of the median rise, or 3 sigma if
-    less) are at least `min_addresses`, regularly
-    spaced (the most common spacing is at least `spacing_share` of all: the translation unit,
-    or the stride) and still risen in the walk after (a slow traversal of one walk is not a
-    level)."""
+    at `alpha`; with `unit_classes`, where that fails or its risen addresses fail the checks
+    below, the same test over the first address of each unit alone, `_unit_rise`), whose risen
+    addresses (rise above 3 sigma of the pairs before it and above a quarter of the median
+    rise, or 3 sigma if less) are at least `min_addresses`, regularly spaced (the most common
+    spacing is at least `spacing_share` of all: the translation unit, or the stride) and still
+    risen in the walk after (a slow traversal of one walk is not a level).
+
+    The unit classes are for walks over a mapping the experiment made (`tlb_mappings`): over a
+    plain allocation an H100's walks at 512 KiB and 2 MiB also show small rises of one residue
+    class (addresses 8 or 32 MiB apart, 6 of 96) before the L1 TLB's reach, in some runs and
+    not others, which would set its unit and reach there."""
     out = []
     for stride, g in df.groupby("stride_bytes", sort=True):
         by_m = {int(m): address_medians(w) for m, w in g.groupby("elements", sort=True)}
@@ -113,10 +118,10 @@ def shift_onsets(
             else:
                 sigma_before, null_before = sigma, null
             over = d > 3 * sigma_before
-            # the addresses that may have risen: all of them, or, where those that rose are too
-            # few or not regularly spaced, the first address of each translation unit
+            # the addresses that may have risen: all of them, or (`unit_classes`) the first
+            # address of each translation unit
             for among in _risen_candidates(
-                common, over, int(stride), null_before, alpha, min_addresses
+                common, over, int(stride), null_before, alpha, min_addresses, unit_classes
             ):
                 onset = _onset(
                     int(stride), (a, ms[i + 1], ms[i + 2]), by_m, common, d, among,
@@ -181,13 +186,19 @@ def _onset(
 
 
 def _risen_candidates(
-    positions: pd.Index, over: np.ndarray, stride: int, null: float, alpha: float, least: int
+    positions: pd.Index,
+    over: np.ndarray,
+    stride: int,
+    null: float,
+    alpha: float,
+    least: int,
+    unit_classes: bool,
 ) -> list[np.ndarray]:
     """The sets of addresses that may have risen, in the order to try them: the first address
     of each unit alone where it explains every rise beyond the noise (the rises outside it are
     no more than the noise's rate), else all addresses (if their rises pass the test), then
-    that class."""
-    unit = _unit_rise(positions, over, stride, null, alpha, least)
+    that class. Without `unit_classes`, all addresses only."""
+    unit = _unit_rise(positions, over, stride, null, alpha, least) if unit_classes else None
     if unit is not None and binom_sf(over[~unit].sum() - 1, int((~unit).sum()), null) >= alpha:
         return [unit]
     every = (
