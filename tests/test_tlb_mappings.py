@@ -289,3 +289,48 @@ def test_a_slower_share_one_element_later_is_the_same_level():
     )
     s = SeriesReading("scattered", mib32, 2 << 20, 9557, 68, onsets)
     assert s.onset(1) is onsets[0] and s.onset(2) is None and s.onset(3) is onsets[2]
+
+
+RUNS = Path("results/reference/h100/repeat_runs")
+
+
+def _committed(run):
+    import pandas as pd
+
+    data = pd.read_parquet(RUNS / run / "traces" / "tlb_mappings.parquet")
+    return data, analyse(data, provenance={"device": "gpu0"})
+
+
+def test_an_h100_l1_tlb_below_its_unit_is_read_in_both_layouts():
+    # run_8d8abb0_2: at 2 MiB (one chunk, 1/8 of the 16 MiB unit) the contiguous walks' first
+    # address of each unit rose in 9 of 16 cases by over 3 noise SDs (the noise of that run's
+    # walks: 3 cycles), the median by 9.5: the class as a whole carries the onset. Its
+    # scattered walks were bisected to 128 -> 129 during the sweep
+    data, doc = _committed("run_8d8abb0_2")
+    assert _value(doc, "l1_tlb", "coalesced_pages") == 1
+    assert "stride 2 MiB" in doc["elements"]["l1_tlb"]["coalesced_pages"]["evidence"]
+    assert _value(doc, "l1_tlb", "reach_contiguous_bytes") == 256 * MIB
+    assert _value(doc, "l1_tlb", "reach_scattered_bytes") == 256 * MIB
+    assert _value(doc, "l1_tlb", "entries") == 16
+    assert _value(doc, "l2_tlb", "entries") == 2051
+
+
+def test_the_sweep_bisects_the_hidden_onset_behind_an_early_threshold_onset(monkeypatch):
+    # early in a sweep the levels come from few walks: the H100's contiguous 2 MiB series alone
+    # put a threshold onset at 5 -> 6 elements (at 1b75ec3), which hid the hidden level's
+    # bracket from the bisection; it is now a bracket of its own
+    from gpudissect.analysis import tlb_mappings as tm
+
+    data, _ = _committed("run_8d8abb0_1")
+    early = tm.Onset(1, 5, 6, CHUNK)
+    monkeypatch.setattr(tm, "series_onsets", lambda df, levels, base, paired=None: [early])
+    brackets = tm.onset_brackets(data, layout="contiguous", stride_bytes=CHUNK)
+    assert brackets == [(5, 6), (128, 129)]
+
+
+def test_the_committed_h100_run_bisected_the_hidden_onset_to_one_element():
+    data, doc = _committed("run_8d8abb0_1")
+    for layout in ("contiguous", "scattered"):
+        reach = doc["elements"]["l1_tlb"][f"reach_{layout}_bytes"]
+        assert reach["confidence"] == 0.9
+        assert reach["evidence"].startswith("stride 2 MiB: walks of 128 elements fit, from 129")

@@ -148,11 +148,14 @@ def paired_onset(df: pd.DataFrame) -> Onset | None:
     )
 
 
-def series_onsets(df: pd.DataFrame, levels: list[Level], base: int) -> list[Onset]:
-    """Onsets of one series, nearest level first: the hidden level (paired reading) when its
-    reach is below half the first threshold level's, then the threshold levels."""
+def series_onsets(
+    df: pd.DataFrame, levels: list[Level], base: int, paired: Onset | None = None
+) -> list[Onset]:
+    """Onsets of one series, nearest level first: the hidden level (paired reading, or
+    `paired` where the caller read it) when its reach is below half the first threshold
+    level's, then the threshold levels."""
     found = threshold_onsets(df, levels, base)
-    paired = paired_onset(df)
+    paired = paired if paired is not None else paired_onset(df)
     if paired is not None and paired.fit_elements is not None:
         first = found[0].first_elements if found else None
         if first is None or 2 * paired.first_elements <= first:
@@ -168,15 +171,15 @@ def onset_brackets(df: pd.DataFrame, *, layout: str, stride_bytes: int) -> list[
         return []
     levels, base = latency_levels(df)
     mine = df[(df["layout"] == layout) & (df["stride_bytes"] == stride_bytes)]
+    paired = paired_onset(mine)
     found = [
         (o.fit_elements, o.first_elements)
-        for o in series_onsets(mine, levels, base)
+        for o in series_onsets(mine, levels, base, paired)
         if o.fit_elements is not None
     ]
     # the hidden level's onset too where the threshold reading puts an onset in front of it:
     # levels read from the walks so far (one series early in the sweep) can be off, and the
     # reading of the whole trace then keeps the hidden onset, which must be one element apart
-    paired = paired_onset(mine)
     if paired is not None and paired.fit_elements is not None:
         found.append((paired.fit_elements, paired.first_elements))
     return sorted(set(found))

@@ -120,13 +120,13 @@ def shift_onsets(
             over = d > 3 * sigma_before
             # the addresses that may have risen: all of them, or (`unit_classes`) the first
             # address of each translation unit
-            for among in _risen_candidates(
+            for among, whole in _risen_candidates(
                 common, over, int(stride), null_before, alpha, min_addresses, unit_classes
             ):
                 onset = _onset(
                     int(stride), (a, ms[i + 1], ms[i + 2]), by_m, common, d, among,
                     sigma=sigma, sigma_before=sigma_before, min_shift_cycles=min_shift_cycles,
-                    min_addresses=min_addresses, spacing_share=spacing_share,
+                    min_addresses=min_addresses, spacing_share=spacing_share, whole=whole,
                 )  # fmt: skip
                 if onset is not None:
                     out.append(onset)
@@ -149,17 +149,27 @@ def _onset(
     min_shift_cycles: float,
     min_addresses: int,
     spacing_share: float,
+    whole: bool = False,
 ) -> ShiftOnset | None:
     """The onset between walks a and b (c the walk after) over the addresses `among`, if their
-    rises make one (`shift_onsets`)."""
+    rises make one (`shift_onsets`). `whole`: `among` is one unit class, every member of which
+    a level's overflow raises (the class test chose it), so all of it is taken as risen, and
+    it must stay risen by half its median rise in the walk after."""
     a, b, c = walks
-    rise = d[(d > 3 * sigma_before) & among]
-    if rise.size < min_addresses or np.median(rise) < min_shift_cycles:
-        return None
-    # which addresses rose: above the noise of the pairs before this one and a quarter of the
-    # typical rise, so that the smaller genuine rises of a slice-dependent penalty stay in
-    cut = max(3 * sigma_before, min(3 * sigma, 0.25 * float(np.median(rise))))
-    risen = (d > cut) & among
+    if whole:
+        rise = d[among]
+        if rise.size < min_addresses or np.median(rise) < min_shift_cycles:
+            return None
+        cut = 0.5 * float(np.median(rise))
+        risen = among
+    else:
+        rise = d[(d > 3 * sigma_before) & among]
+        if rise.size < min_addresses or np.median(rise) < min_shift_cycles:
+            return None
+        # which addresses rose: above the noise of the pairs before this one and a quarter of
+        # the typical rise, so that the smaller genuine rises of a slice-dependent penalty stay
+        cut = max(3 * sigma_before, min(3 * sigma, 0.25 * float(np.median(rise))))
+        risen = (d > cut) & among
     shifted = common[risen]
     if shifted.size < min_addresses:
         return None
@@ -193,20 +203,21 @@ def _risen_candidates(
     alpha: float,
     least: int,
     unit_classes: bool,
-) -> list[np.ndarray]:
-    """The sets of addresses that may have risen, in the order to try them: the first address
-    of each unit alone where it explains every rise beyond the noise (the rises outside it are
-    no more than the noise's rate), else all addresses (if their rises pass the test), then
-    that class. Without `unit_classes`, all addresses only."""
+) -> list[tuple[np.ndarray, bool]]:
+    """The sets of addresses that may have risen, in the order to try them, each with whether
+    it is a unit class (taken whole): the first address of each unit alone where it explains
+    every rise beyond the noise (the rises outside it are no more than the noise's rate), else
+    all addresses (if their rises pass the test), then that class. Without `unit_classes`, all
+    addresses only."""
     unit = _unit_rise(positions, over, stride, null, alpha, least) if unit_classes else None
     if unit is not None and binom_sf(over[~unit].sum() - 1, int((~unit).sum()), null) >= alpha:
-        return [unit]
+        return [(unit, True)]
     every = (
-        [np.ones(over.size, dtype=bool)]
+        [(np.ones(over.size, dtype=bool), False)]
         if binom_sf(over.sum() - 1, over.size, null) < alpha
         else []
     )
-    return every + ([unit] if unit is not None else [])
+    return every + ([(unit, True)] if unit is not None else [])
 
 
 def _unit_rise(

@@ -3,7 +3,8 @@
 The rule (config/README.md, "The topology document"):
 1. Readings of one quantity are ranked by experiment: first the quantity's own order in
    `PRECEDENCE` (key "element.quantity"), then the element's (the experiment built for that
-   element first), then the registry order of the families. Points of a per-carveout series never compete: they are listed under `by_carveout`.
+   element first), then the registry order of the families. Points of a per-carveout series
+   never compete: they are listed under `by_carveout`.
 2. The value is the first determined reading of that ranking; if none is determined, the
    quantity is undetermined with the first reading's reason.
 3. Every other reading is named under `other_readings`, with whether it agrees (equal, or for
