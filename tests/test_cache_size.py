@@ -100,3 +100,29 @@ def test_detector_needs_enough_sizes():
 
     with pytest.raises(AnalysisError):
         FirstMissDetector().fit([1, 2], [np.ones(3), np.ones(3)])
+
+
+def test_isolated_misses_below_the_bound_lower_its_confidence():
+    # an H100 at carveout 100 (the shared-buffer check's series of its pipeline run): 15 of
+    # 1024 accesses missed at 12544 B, then few again until misses last from 13312 B: the
+    # first sustained miss is the bound, but the onset is gradual
+
+    rng = np.random.default_rng(0)
+    sizes = [512, 1024, 2048, 4096, 8192, 12288, 12416, 12544, 12672, 12800, 13312, 14336, 16384]
+    slow = [0, 0, 0, 0, 0, 1, 0, 15, 1, 0, 13, 15, 41]
+
+    def group(k):
+        lat = np.full(1024, 50.0) + rng.integers(-1, 2, 1024)
+        lat[:k] = 300.0
+        return lat
+
+    det = FirstMissDetector().fit(sizes, [group(k) for k in slow])
+    r = det.result
+    assert (r.x_before, r.x_after) == (12800, 13312)
+    assert r.earlier == (7,) and r.tested_before == 8
+    assert r.confidence == pytest.approx((1 - r.p_value) * (1 - 1 / 8))
+    note = r.earlier_note(sizes)
+    assert "1 of the 8 smaller sizes" in note and "15/1024 at 12544 bytes" in note
+    # a clean onset keeps its confidence
+    clean = FirstMissDetector().fit(sizes, [group(0)] * 10 + [group(k) for k in slow[10:]])
+    assert clean.result.earlier == () and clean.result.earlier_note(sizes) == ""

@@ -175,6 +175,7 @@ def analyse_level(
             f"{c} B, {r.miss_counts[i]}/{r.accesses[i]} at {finding.next_bytes} B (binomial "
             f"p={r.p_value:.2g} against the outlier rate {r.outlier_rate:.2g}); resolution "
             f"{finding.resolution_bytes} B: the size is in [{c}, {finding.next_bytes})"
+            + r.earlier_note(sizes, " B")
         ),
     )
     del det

@@ -109,7 +109,9 @@ class CacheSizeEstimator:
                 f"{hit.miss_counts[i]}/{hit.accesses[i]} at {int(hit.x_after)} bytes "
                 f"(binomial p={hit.p_value:.2g} against the outlier rate "
                 f"{hit.outlier_rate:.2g}); sweep resolution {resolution} bytes, so the "
-                f"size is in [{int(hit.x_before)}, {int(hit.x_after)})" + corroboration
+                f"size is in [{int(hit.x_before)}, {int(hit.x_after)})"
+                + hit.earlier_note(sizes)
+                + corroboration
             ),
         )
         fits = np.concatenate(groups[:i])

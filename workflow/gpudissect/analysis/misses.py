@@ -39,10 +39,31 @@ class FirstMiss:
     miss_counts: tuple[int, ...]  # per size
     accesses: tuple[int, ...]  # per size
     p_value: float  # binomial test at x_after (Bonferroni-corrected over the sizes tested)
+    # tested sizes below the bound whose misses were significant too (positions in x), and how
+    # many sizes below the bound were tested: a sustained first miss after isolated ones is a
+    # gradual onset, whose bound depends on which sizes were sampled
+    earlier: tuple[int, ...] = ()
+    tested_before: int = 0
 
     @property
     def confidence(self) -> float:
-        return float(max(0.0, 1.0 - self.p_value))
+        gradual = len(self.earlier) / self.tested_before if self.tested_before else 0.0
+        return float(max(0.0, 1.0 - self.p_value) * (1.0 - gradual))
+
+    def earlier_note(self, x: Sequence[float], unit: str = " bytes") -> str:
+        """Evidence text for the significant misses below the bound ("" if none)."""
+        if not self.earlier:
+            return ""
+        shown = ", ".join(
+            f"{self.miss_counts[j]}/{self.accesses[j]} at {int(x[j])}{unit}"
+            for j in self.earlier[:3]
+        )
+        return (
+            f"; but {len(self.earlier)} of the {self.tested_before} smaller sizes tested also miss "
+            f"more often than outliers explain ({shown}{', ...' if len(self.earlier) > 3 else ''}"
+            "), not sustained: a gradual onset, whose first sustained miss depends on the sizes "
+            "sampled (confidence lowered by their share)"
+        )
 
 
 @dataclass
@@ -108,6 +129,8 @@ class FirstMissDetector:
                 miss_counts=tuple(int(c) for c in counts),
                 accesses=tuple(int(s) for s in sizes),
                 p_value=float(p[first]),
+                earlier=tuple(int(j) for j in np.flatnonzero(significant[:first])),
+                tested_before=first - self.reference_sizes,
             )
         )
         self._hit, self._threshold = hit, float(threshold)
