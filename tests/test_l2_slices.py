@@ -473,3 +473,41 @@ def test_the_contention_phase_reports_the_lines_placed():
     )  # fmt: skip
     assert seen[-1] == (64, 64) and len(seen) == 16  # a report per class (16 of 4 lines)
     assert [d for d, _ in seen] == sorted(d for d, _ in seen)
+
+
+class _SlowPairBackend(_GlitchBackend):
+    """Lines contend in groups of four; the first launch of line 6 (group 1) beside line 0
+    runs at 0.9 of the one-line time: as slow as one slice, which two slices are not (an H100
+    run put 6 of 1024 lines in another slice's class on such launches, 0.84-0.94)."""
+
+    kind = "slow_pair_l2"
+
+
+@handles("slow_pair_l2", e.L2ContentionWork)
+def _slow_pair_contention(backend, work, *, seed=0):
+    i, ref = work.partners_bytes // 128, work.reference_bytes // 128
+    ns = np.where(i // 4 == ref // 4, 1000.0, 500.0)
+    for k, line in enumerate(i):
+        backend.launches.append((int(ref), int(line)))
+        if (ref, line) == (0, 6) and backend.launches.count((0, 6)) == 1:
+            ns[k] = 900.0
+    return e.L2ContentionResult(ns, 1000.0)
+
+
+def test_a_line_that_joins_on_one_slow_launch_leaves_on_its_second():
+    from gpudissect.analysis.l2_slices import _contention_slices, contention_classes
+
+    backend = _SlowPairBackend()
+    params = dataclasses.replace(PARAMS, lines=64, contention_lines=64)
+    frames = e.contention_phase(backend, params, np.arange(64, dtype=np.int64) * 128, flush=8)
+    # 0.9 joins, 0.5 beside it gives a median of 0.7 (ambiguous), a third launch 0.5 decides
+    assert backend.launches.count((0, 6)) == 3
+    # the lines of the reference's own slice are launched twice, the others of the first
+    # search once (line 6 aside)
+    assert [backend.launches.count((0, line)) for line in (1, 2, 3, 5, 7)] == [2, 2, 2, 1, 1]
+    data = pd.concat(frames, ignore_index=True)
+    c = contention_classes(data[data["phase"] == e.CONTENTION_PHASE])
+    labels = dict(zip(c["offsets"], c["labels"], strict=True))
+    assert labels[6 * 128] == labels[4 * 128] != labels[0]
+    assert c["classes"] == 16 and sorted(c["sizes"].tolist()) == [4] * 16
+    assert _contention_slices(c)["value"] == 16
