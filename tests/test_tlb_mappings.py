@@ -334,3 +334,27 @@ def test_the_committed_h100_run_bisected_the_hidden_onset_to_one_element():
         reach = doc["elements"]["l1_tlb"][f"reach_{layout}_bytes"]
         assert reach["confidence"] == 0.9
         assert reach["evidence"].startswith("stride 2 MiB: walks of 128 elements fit, from 129")
+
+
+def test_a_tail_of_the_data_latencies_is_no_onset():
+    from gpudissect.analysis.tlb_mappings import _above_tail
+
+    # 0.3% of every walk's accesses in the level (two or more a traversal from 1000 elements
+    # on), then the overflow at 4103
+    ms = [304, 512, 861, 1024, 1448, 2048, 2896, 4096, 4101, 4102, 4103, 4110, 4200]
+    misses = {m: round(0.003 * m) for m in ms} | {4103: 47, 4110: 75, 4200: 500}
+    assert _above_tail(ms, misses, 1024) == 4103
+    # no tail: the onset stays
+    clean = {m: 0 for m in ms} | {4103: 47, 4110: 75, 4200: 500}
+    assert _above_tail(ms, clean, 4103) == 4103
+
+
+def test_an_h100_run_whose_data_latencies_reach_into_the_miss_level_keeps_its_levels():
+    # run_e6c8c7e_2: data hits to 354 cycles, the boundary to the L2-TLB miss level (390) at
+    # 348; without the tail rule that level set in at 609-3444 elements by series and the
+    # L2 TLB read as a third level
+    data, doc = _committed("run_e6c8c7e_2")
+    assert doc["page_table"]["tlb_levels"]["value"] == 3
+    assert _value(doc, "l2_tlb", "entries") == 2051
+    assert _value(doc, "l2_tlb", "reach_contiguous_bytes") == 4102 * 16 * MIB
+    assert _value(doc, "l1_tlb", "entries") == 16
