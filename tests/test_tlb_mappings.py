@@ -116,6 +116,7 @@ def test_family_is_registered_and_plots(coalescing):
     assert set(figures) == set(fam.figures)
     lines = fam.report_section(doc, [])
     assert any("coalesced pages per entry | 16 pages" in line for line in lines)
+    assert "| l2_tlb | entries (units that fit, contiguous mapping) | 32 | 0.90 |" in lines
 
 
 def test_scattered_order_has_no_neighbours_in_order():

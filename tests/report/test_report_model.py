@@ -199,3 +199,12 @@ def test_latex_escapes_and_marks():
 @pytest.mark.parametrize("text", ["a\u2264b", "\u2211"])
 def test_latex_never_passes_a_glyph_the_fonts_lack(text):
     assert all(ord(c) < 0x100 for c in escape(text))
+
+
+def test_the_summary_names_the_l2_tlb_entries_of_the_experiment_s_own_mapping():
+    from gpudissect.report.summary import headline_rows
+
+    q = {"value": 2051, "unit": "entries", "confidence": 0.9, "method": "m", "evidence": "e"}
+    docs = {"tlb_mappings": {"elements": {"l2_tlb": {"entries": q}}}}
+    ((h, got),) = headline_rows(docs)
+    assert (h.label, got.value) == ("L2 TLB entries (own mapping)", 2051)

@@ -1,6 +1,6 @@
 """Report section of the `tlb_mappings` family: each TLB level's reach under a physically
-contiguous and a scattered mapping, the coalescing factor read from them, and the number of
-levels. Numbers come from the result document."""
+contiguous and a scattered mapping, the coalescing factor read from them, its entries, and the
+number of levels. Numbers come from the result document."""
 
 from __future__ import annotations
 
@@ -29,6 +29,7 @@ ROWS = (
     ("reach_contiguous_bytes", "reach, contiguous mapping", _size),
     ("reach_scattered_bytes", "reach, scattered mapping", _size),
     ("coalesced_pages", "coalesced pages per entry", _coalesced),
+    ("entries", "entries (units that fit, contiguous mapping)", str),
     ("miss_penalty_cycles", "miss penalty", lambda v: f"{v:g} cycles"),
 )
 
@@ -59,6 +60,9 @@ def tlb_mappings_section(doc: dict[str, Any], figures: list[str]) -> list[str]:
         text = q.get("evidence") or q.get("undetermined")
         if text:
             lines.append(f"- {element} coalescing: {text}.")
+        n = quantities.get("entries") or {}
+        if n.get("value") is not None:
+            lines.append(f"- {element} entries: {n.get('evidence')}.")
     if levels:
         lines.append(f"- TLB levels: {levels.get('evidence') or levels.get('undetermined')}.")
     lines.append("")
