@@ -58,6 +58,13 @@ def address_medians(walk: pd.DataFrame) -> pd.Series:
     return body.groupby("position")["latency_cycles"].median()
 
 
+def _medians_by_walk(g: pd.DataFrame) -> dict[int, pd.Series]:
+    """`address_medians` of every walk of one stride, in one grouping."""
+    body = g[g["step"] > 0]
+    med = body.groupby(["elements", "position"], sort=True)["latency_cycles"].median()
+    return {int(m): s.droplevel(0) for m, s in med.groupby(level=0, sort=True)}
+
+
 def shift_onsets(
     df: pd.DataFrame,
     *,
@@ -93,7 +100,7 @@ def shift_onsets(
     not others, which would set its unit and reach there."""
     out = []
     for stride, g in df.groupby("stride_bytes", sort=True):
-        by_m = {int(m): address_medians(w) for m, w in g.groupby("elements", sort=True)}
+        by_m = _medians_by_walk(g)
         ms = sorted(by_m)
         if len(ms) < 3:
             continue
