@@ -194,13 +194,20 @@ def series_onsets(
     return found
 
 
-def onset_brackets(df: pd.DataFrame, *, layout: str, stride_bytes: int) -> list[tuple[int, int]]:
+def onset_brackets(
+    df: pd.DataFrame,
+    *,
+    layout: str,
+    stride_bytes: int,
+    levels: tuple[list[Level], int] | None = None,
+) -> list[tuple[int, int]]:
     """For the sweep: (longest walk without, shortest with) of each onset of one series, for
-    the bisection to narrow to one element. The levels come from all walks so far (`df`): one
-    series alone may hold too few data hits to place the base's upper edge."""
+    the bisection to narrow to one element. The levels come from all walks so far (`df`), or
+    are `levels` (`latency_levels` of them, read once per series by the sweep): one series
+    alone may hold too few data hits to place the base's upper edge."""
     if df.empty:
         return []
-    levels, base = latency_levels(df)
+    levels, base = levels if levels is not None else latency_levels(df)
     mine = df[(df["layout"] == layout) & (df["stride_bytes"] == stride_bytes)]
     paired = paired_onset(mine)
     found = [

@@ -245,19 +245,22 @@ class _Walker:
 
 
 def _series_walks(walker: _Walker, series: Series, layout: PhysicalLayout) -> None:
-    """The grid, then bisections of the onsets the walks show (`onset_brackets`, which reads
-    the latency levels from every walk so far)."""
-    from ..analysis.tlb_mappings import onset_brackets
+    """The grid, then bisections of the onsets the walks show (`onset_brackets`, with the
+    latency levels of every walk up to the end of this series' grid: read once, as each round's
+    reading of the series' own walks costs less than reading the levels of all again)."""
+    from ..analysis.tlb_mappings import latency_levels, onset_brackets
 
     done: dict[int, pd.DataFrame] = {}
     for m in element_grid(series.max_elements(), walker.sweep.grid_steps_per_octave):
         done[m] = walker.walk(series, layout, m)
+    levels = latency_levels(pd.concat(walker.frames, ignore_index=True))
     budget = walker.sweep.max_refine_walks
     while budget > 0:  # one round quarters every bracket (one reading of the walks per round)
         brackets = onset_brackets(
-            pd.concat(walker.frames, ignore_index=True),
+            pd.concat(done.values(), ignore_index=True),
             layout=series.layout,
             stride_bytes=series.stride_bytes,
+            levels=levels,
         )
         middles = sorted(
             {a + (b - a) * i // SPLIT for a, b in brackets for i in range(1, SPLIT)}
