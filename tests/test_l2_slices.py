@@ -436,17 +436,24 @@ class _GlitchBackend(_FakeBackend):
         self.launches = []
 
 
-@handles("glitch_l2", e.L2ContentionWork)
-def _glitch_contention(backend, work, *, seed=0):
+def _groups_of_four(backend, work, first_launch_ns):
+    """Lines contend in groups of four (one line alone: 1000 ns, two groups: 500); the first
+    launch of each (reference, line) pair in `first_launch_ns` takes that long instead. Every
+    launch is recorded in `backend.launches`."""
     i, ref = work.partners_bytes // 128, work.reference_bytes // 128
     ns = np.where(i // 4 == ref // 4, 1000.0, 500.0)
     for k, line in enumerate(i):
-        backend.launches.append((int(ref), int(line)))
-        if (ref, line) == (0, 5) and backend.launches.count((0, 5)) == 1:
-            ns[k] = 770.0
-        if ref == 0 and 9 <= line <= 12 and backend.launches.count((0, int(line))) == 1:
-            ns[k] = 1800.0
+        pair = (int(ref), int(line))
+        backend.launches.append(pair)
+        if pair in first_launch_ns and backend.launches.count(pair) == 1:
+            ns[k] = first_launch_ns[pair]
     return e.L2ContentionResult(ns, 1000.0)
+
+
+@handles("glitch_l2", e.L2ContentionWork)
+def _glitch_contention(backend, work, *, seed=0):
+    glitches = {(0, 5): 770.0} | {(0, line): 1800.0 for line in range(9, 13)}
+    return _groups_of_four(backend, work, glitches)
 
 
 def test_ambiguous_and_disturbed_partners_are_launched_again_and_their_median_decides():
@@ -485,13 +492,7 @@ class _SlowPairBackend(_GlitchBackend):
 
 @handles("slow_pair_l2", e.L2ContentionWork)
 def _slow_pair_contention(backend, work, *, seed=0):
-    i, ref = work.partners_bytes // 128, work.reference_bytes // 128
-    ns = np.where(i // 4 == ref // 4, 1000.0, 500.0)
-    for k, line in enumerate(i):
-        backend.launches.append((int(ref), int(line)))
-        if (ref, line) == (0, 6) and backend.launches.count((0, 6)) == 1:
-            ns[k] = 900.0
-    return e.L2ContentionResult(ns, 1000.0)
+    return _groups_of_four(backend, work, {(0, 6): 900.0})
 
 
 def test_a_line_that_joins_on_one_slow_launch_leaves_on_its_second():
