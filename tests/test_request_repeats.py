@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 from test_requests import mshr_curve, synthetic_trace
 
-from gpudissect.analysis.request_repeats import majority, settled
+from gpudissect.analysis.request_repeats import majority, settled, unsettled
 from gpudissect.analysis.requests import analyse
 from gpudissect.exceptions import ConfigError
 from gpudissect.experiments.requests import (
@@ -182,3 +182,93 @@ def test_the_figure_says_when_the_repeats_readings_differ():
     titles = [ax.get_title() for ax in axes]
     assert titles[0].endswith("no saturation up to 4 threads (3 of 3 repeats)")
     assert titles[1].endswith("the repeats' readings differ (no majority)")
+
+
+def test_a_key_is_judged_over_the_repeats_that_measured_it():
+    # y ran in every repeat, x only in the first three (settled there): x's 2 of 3 is a
+    # majority, and y's 2 of 4 is not, with one repeat of at most five left (3 of 5 possible)
+    readings = [{"x": 1, "y": 1}, {"x": 1, "y": 2}, {"x": 2, "y": 1}, {"y": 2}]
+    assert unsettled(readings, max_repeats=5) == {"y"}
+    # had x's three readings been counted with None for the fourth repeat, 2 of 4 would not be
+    # a majority; y with no repeat left is settled, undetermined
+    assert unsettled(readings, max_repeats=4) == set()
+    assert unsettled(readings + [{"y": 2}], max_repeats=5) == set()
+
+
+class Unsettled:
+    """A backend of sweeps (unq, N = 1-3, threads 2-64): every sweep steps at 40 threads, but
+    unq N=2 steps at 20 threads in repeats 0 and 2, and N=3's smallest launch is twice as slow
+    as one load (scoreboard limit 2) in repeats 1 and 3 onwards, N=2's in repeat 0 (limit 1),
+    neither in repeat 2 (at least 3). Records the launches each repeat ran."""
+
+    def __init__(self):
+        self.launches = {}
+
+    def run(self, work, *, seed):
+        from gpudissect.experiments.requests import RequestsResult
+
+        repeat, point = divmod(seed, 96)  # 3 sweeps x 32 thread counts per pass
+        self.launches.setdefault(repeat, []).append(point)
+        n = work.loads_per_thread
+        step = 20 if (n, repeat) in {(2, 0), (2, 2)} else 40
+        slow = (n == 3 and repeat in (1, 3, 4)) or (n == 2 and repeat == 0)
+        t = (2 if slow else 1) * (400 + (400 if work.threads > step else 0))
+        return RequestsResult(np.full((1, work.threads), t, np.uint32), 1000.0)
+
+
+def test_later_repeats_run_only_what_is_unsettled():
+    backend = Unsettled()
+    sweep = RequestsSweep(True, "ca", ("unq",), (1, 2, 3), ThreadRange(2, 64, 2), 1, 0, 128,
+                          Repeats(3, 5))  # fmt: skip
+    data = run(backend, sweep, device=None)
+    # three whole passes; after them N=2 reads 20, 40, 20 (settled, 2 of 3) and the limit 1, 2,
+    # at least 3 (no majority): repeat 3 runs only the three first launches; the limit then
+    # reads 2, 2 of 4, still open with one repeat left, so repeat 4 runs them again
+    assert [len(backend.launches[r]) for r in range(5)] == [96, 96, 96, 3, 3]
+    assert backend.launches[3] == [0, 32, 64]
+    assert sorted(data["repeat"].unique()) == [0, 1, 2, 3, 4]
+    doc = analyse(data, provenance={"device": "d"})
+    sweeps = {s["loads_per_thread"]: s for s in doc["sweeps"]}
+    assert sweeps[2]["saturation_threads"] == 20
+    assert sweeps[2]["repeats"]["text"] == "2 of 3 repeats"
+    assert sweeps[2]["repeats"]["repeats_run"] == [0, 1, 2]
+    assert sweeps[1]["repeats"]["text"] == "3 of 3 repeats"
+    limit = doc["elements"]["requests"]["per_warp_limit"]
+    assert limit["value"] == 2 and "3 of 5 repeats" in limit["evidence"]
+    assert doc["repeats"]["sweeps_by_repeat"] == [3, 3, 3, 0, 0]
+    assert doc["repeats"]["weakest_agreement"] == "2 of 3 repeats"
+    from gpudissect.report.sections_requests import requests_section
+
+    text = "\n".join(requests_section(doc, []))
+    assert (
+        "The sweep ran 5 times (the first 3 over every sweep, then only what was not yet "
+        "settled: 0, 0 of 3 sweeps)" in text
+    )
+
+
+def test_an_unsettled_sweep_alone_is_run_again_and_judged_over_its_own_repeats():
+    # unq N=2 steps at 20, 30, 40, 40, 40 threads: the first three passes hold no majority, so
+    # repeats 3 and 4 run N=2's 32 launches alone
+    class Drifting(Unsettled):
+        def run(self, work, *, seed):
+            from gpudissect.experiments.requests import RequestsResult
+
+            repeat, point = divmod(seed, 64)  # 2 sweeps x 32
+            self.launches.setdefault(repeat, []).append(point)
+            step = {0: 20, 1: 30}.get(repeat, 40) if work.loads_per_thread == 2 else 40
+            t = 400 + (400 if work.threads > step else 0)
+            return RequestsResult(np.full((1, work.threads), t, np.uint32), 1000.0)
+
+    backend = Drifting()
+    sweep = RequestsSweep(True, "ca", ("unq",), (1, 2), ThreadRange(2, 64, 2), 1, 0, 128,
+                          Repeats(3, 7))  # fmt: skip
+    data = run(backend, sweep, device=None)
+    assert [len(backend.launches[r]) for r in sorted(backend.launches)] == [64, 64, 64, 32, 32]
+    assert backend.launches[3] == list(range(32, 64))
+    doc = analyse(data, provenance={"device": "d"})
+    sweeps = {s["loads_per_thread"]: s for s in doc["sweeps"]}
+    assert sweeps[2]["saturation_threads"] == 40
+    assert sweeps[2]["repeats"]["text"] == "3 of 5 repeats"
+    assert sweeps[1]["repeats"]["text"] == "3 of 3 repeats"
+    # the confidence is scaled by the smallest share that agrees: 3 of 5
+    assert doc["repeats"]["weakest_agreement"] == "3 of 5 repeats"

@@ -4,9 +4,10 @@ One sweep of Listing 1 reads one saturation point (or none) per pattern and N; o
 single pass may read a spike that the next pass does not see. Every repeat is fitted on its own;
 a sweep's **reading** is what the classifier uses of it: the saturation point (last thread count
 before the rise, and the next one) and the merge-overflow points. A reading **repeats** when more
-than half of the repeats read it exactly; only repeating readings go on to the MSHR/PRT
-classifier, and a sweep whose readings have no majority is undetermined, with the readings.
-The scoreboard limit is read the same way. Sees only fitted sweeps.
+than half of the repeats that measured the sweep read it exactly (the first repeats measure
+every sweep, later ones only the sweeps still unsettled); only repeating readings go on to the
+MSHR/PRT classifier, and a sweep whose readings have no majority is undetermined, with the
+readings. The scoreboard limit is read the same way. Sees only fitted sweeps.
 """
 
 from __future__ import annotations
@@ -63,39 +64,55 @@ def majority(readings: Sequence[Hashable]) -> tuple[Hashable, int] | None:
     return (value, count) if 2 * count > len(readings) else None
 
 
-def settled(readings: Sequence[dict[Hashable, Hashable]], max_repeats: int | None = None) -> bool:
-    """Whether more repeats could still change what the repeats decide (the decision to stop
-    repeating; `readings`: one dict per repeat, as `requests` fits it). Every sweep (and the
-    scoreboard) must have a majority reading over the repeats so far, or, given `max_repeats`,
-    be unable to reach one: its most common reading stays at most half of the repeats at every
-    count up to `max_repeats` even if each further repeat read it (a reading that does not
-    repeat is then reported so, whenever the repeats stop)."""
-    done = len(readings)
-    for key in {k for r in readings for k in r}:
-        values = [r.get(key) for r in readings]
+def unsettled(
+    readings: Sequence[dict[Hashable, Hashable]], max_repeats: int | None = None
+) -> set[Hashable]:
+    """The sweeps (and the scoreboard, key `LIMIT`) whose outcome more repeats could still
+    change. `readings`: one dict per repeat, as `requests` fits it, holding the keys that repeat
+    measured (a repeat after the first ones measures only what is still unsettled). A key is
+    settled when more than half of the repeats that measured it read it alike or, given
+    `max_repeats`, when it can no longer get there: its most common reading stays at most half
+    even if every repeat still allowed (`max_repeats` less the repeats so far) read it (a
+    reading that does not repeat is then reported so, whenever the repeats stop)."""
+    left = None if max_repeats is None else max_repeats - len(readings)
+    out: set[Hashable] = set()
+    for key in dict.fromkeys(k for r in readings for k in r):
+        values = [r[key] for r in readings if key in r]
         if majority(values) is not None:
             continue
         best = Counter(values).most_common(1)[0][1]
-        if max_repeats is None or 2 * (best + max_repeats - done) > max_repeats:
-            return False
-    return True
+        if left is None or 2 * (best + left) > len(values) + left:
+            out.add(key)
+    return out
+
+
+def settled(readings: Sequence[dict[Hashable, Hashable]], max_repeats: int | None = None) -> bool:
+    """Whether more repeats could no longer change what the repeats decide (`unsettled` is
+    empty): the decision to stop repeating."""
+    return not unsettled(readings, max_repeats)
 
 
 @dataclass
 class SweepAgreement:
     key: SweepKey
-    readings: list[tuple]  # one per repeat, in repeat order
+    readings: list[tuple]  # one per repeat that measured the sweep, in repeat order
     fit: SweepResult | None  # the first repeat's fit that reads the majority (None: no majority)
     agreed: int  # repeats holding the majority reading (0: no majority)
+    ran: list[int] = field(default_factory=list)  # the repeats that measured it
 
-    def as_dict(self, repeats: int) -> dict[str, Any]:
+    @property
+    def of(self) -> int:
+        return len(self.readings)
+
+    def as_dict(self) -> dict[str, Any]:
         pattern, k, n = self.key
         top = None if self.fit is None else self.fit.max_threads
         out = {
             "agreed": self.agreed,
-            "of": repeats,
-            "text": f"{self.agreed} of {repeats} repeats" if self.fit else "no majority",
+            "of": self.of,
+            "text": f"{self.agreed} of {self.of} repeats" if self.fit else "no majority",
             "readings": [describe(r, max_threads=top) for r in self.readings],
+            "repeats_run": list(self.ran),
         }
         return {"pattern": pattern, "merge_threads": k, "loads_per_thread": n, **out}
 
@@ -115,26 +132,28 @@ class Agreement:
     def not_repeating(self) -> list[SweepAgreement]:
         return [s for s in self.sweeps if s.fit is None]
 
-    def weakest(self, fits: Sequence[SweepResult]) -> int:
-        """The fewest repeats that agree among the sweeps behind `fits`."""
-        counts = [s.agreed for s in self.sweeps if s.fit is not None and s.fit in fits]
-        return min(counts, default=self.repeats)
+    def weakest(self, fits: Sequence[SweepResult]) -> tuple[int, int]:
+        """(agreeing, measuring) repeats of the sweep behind `fits` whose share agreeing is the
+        smallest; (repeats, repeats) when there is none."""
+        pairs = [(s.agreed, s.of) for s in self.sweeps if s.fit is not None and s.fit in fits]
+        return min(pairs, key=lambda p: (p[0] / p[1], p[0]), default=(self.repeats, self.repeats))
 
 
-def agree(fits: Sequence[dict[SweepKey, SweepResult]], limits: Sequence[dict]) -> Agreement:
-    """The agreement of per-repeat fits (`fits[r]`: sweep -> fit of repeat r) and scoreboard
-    quantities (`limits[r]`)."""
-    n = len(fits)
-    out = Agreement(repeats=n)
+def agree(fits: Sequence[dict[SweepKey, SweepResult]], limits: Sequence[dict | None]) -> Agreement:
+    """The agreement of per-repeat fits (`fits[r]`: sweep -> fit of repeat r, for the sweeps
+    repeat r measured) and scoreboard quantities (`limits[r]`, None where repeat r did not
+    measure it). Each sweep's majority is over the repeats that measured it."""
+    out = Agreement(repeats=len(fits))
     keys = list(dict.fromkeys(k for f in fits for k in f))
     for key in keys:
-        readings = [sweep_reading(f[key]) if key in f else None for f in fits]
+        ran = [r for r, f in enumerate(fits) if key in f]
+        readings = [sweep_reading(fits[r][key]) for r in ran]
         top = majority(readings)
         fit = None
-        if top is not None and top[0] is not None:
-            fit = next(f[key] for f in fits if key in f and sweep_reading(f[key]) == top[0])
-        out.sweeps.append(SweepAgreement(key, readings, fit, 0 if fit is None else top[1]))
-    out.limit, out.limit_value = _limit(limits)
+        if top is not None:
+            fit = next(fits[r][key] for r in ran if sweep_reading(fits[r][key]) == top[0])
+        out.sweeps.append(SweepAgreement(key, readings, fit, 0 if fit is None else top[1], ran))
+    out.limit, out.limit_value = _limit([q for q in limits if q is not None])
     return out
 
 

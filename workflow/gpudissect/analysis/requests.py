@@ -207,31 +207,55 @@ def _repeats(data: pd.DataFrame) -> list[pd.DataFrame]:
     return [df for _, df in data.groupby("repeat", sort=True)]
 
 
-def _fit_repeat(data: pd.DataFrame) -> tuple[dict[tuple, SweepResult], dict[str, Any]]:
+def _measured(data: pd.DataFrame, reference: pd.DataFrame) -> tuple[list[tuple], bool]:
+    """What one repeat measured in full: the sweeps whose every thread count (as in `reference`,
+    a whole pass or the whole trace) it ran, and whether it ran every sweep's first launch, which
+    the scoreboard limit compares. A repeat after the first ones runs only the sweeps not yet
+    settled, and the first launches when the limit is not."""
+    expected = reference.groupby(KEYS, sort=False)["threads"].nunique()
+    got = data.groupby(KEYS, sort=False)["threads"].nunique()
+    full = [k for k, n in got.items() if expected.get(k) == n]
+    first = int(reference["threads"].min())
+    firsts = data.loc[data["threads"] == first, KEYS].drop_duplicates()
+    return full, len(firsts) == len(expected)
+
+
+def _fit_repeat(
+    data: pd.DataFrame, reference: pd.DataFrame | None = None
+) -> tuple[dict[tuple, SweepResult], dict[str, Any] | None]:
+    """One repeat's fits of the sweeps it measured in full, and its scoreboard limit (None when
+    it did not run every sweep's first launch)."""
+    full, has_limit = _measured(data, data if reference is None else reference)
     table = thread_latency_table(data)
-    fits = {(s.pattern, s.merge_threads, s.loads_per_thread): s for s in fit_sweeps(table)}
-    return fits, scoreboard_limit(table)
+    mine = table[pd.MultiIndex.from_frame(table[KEYS]).isin(full)]
+    fits = {(s.pattern, s.merge_threads, s.loads_per_thread): s for s in fit_sweeps(mine)}
+    return fits, scoreboard_limit(table) if has_limit else None
 
 
-def repeat_readings(data: pd.DataFrame) -> dict[Any, Any]:
-    """The readings of one repeat (one pass of the sweep): each sweep's saturation reading and
-    the scoreboard limit. The sweep repeats until these agree (`request_repeats.settled`)."""
-    fits, limit = _fit_repeat(data)
-    return {key: sweep_reading(s) for key, s in fits.items()} | {LIMIT: limit_reading(limit)}
+def repeat_readings(data: pd.DataFrame, reference: pd.DataFrame | None = None) -> dict[Any, Any]:
+    """The readings of one repeat (one pass of the sweep, or of its unsettled sweeps): each
+    sweep's saturation reading and the scoreboard limit, of what it measured in full against
+    `reference` (a whole pass; default `data` itself). The sweep repeats until these agree
+    (`request_repeats.unsettled`)."""
+    fits, limit = _fit_repeat(data, reference)
+    out: dict[Any, Any] = {key: sweep_reading(s) for key, s in fits.items()}
+    if limit is not None:
+        out[LIMIT] = limit_reading(limit)
+    return out
 
 
 def _agreement(data: pd.DataFrame) -> Agreement:
-    fitted = [_fit_repeat(df) for df in _repeats(data)]
+    fitted = [_fit_repeat(df, data) for df in _repeats(data)]
     return agree([f for f, _ in fitted], [q for _, q in fitted])
 
 
 def _note_repeats(element: dict[str, Any], agreement: Agreement) -> None:
-    """Say in every determined quantity how many repeats its sweeps agree in (the fewest), and
-    scale its confidence by that share; name the sweeps left out for not repeating."""
-    n = agreement.repeats
-    weakest = agreement.weakest(agreement.repeating)
+    """Say in every determined quantity how many repeats its sweeps agree in (the smallest
+    share), and scale its confidence by that share; name the sweeps left out for not
+    repeating."""
+    agreed, of = agreement.weakest(agreement.repeating)
     left_out = "; ".join(
-        f"{s.key[0]} N={s.key[2]} ({', '.join(s.as_dict(n)['readings'])})"
+        f"{s.key[0]} N={s.key[2]} ({', '.join(s.as_dict()['readings'])})"
         for s in agreement.not_repeating
     )
     for q in element.values():
@@ -239,8 +263,8 @@ def _note_repeats(element: dict[str, Any], agreement: Agreement) -> None:
             if left_out:
                 q["undetermined"] += f"; sweeps whose readings do not repeat: {left_out}"
             continue
-        q["confidence"] = round(q["confidence"] * weakest / n, 4)
-        q["evidence"] += f"; every reading used repeats in at least {weakest} of {n} repeats"
+        q["confidence"] = round(q["confidence"] * agreed / of, 4)
+        q["evidence"] += f"; every reading used repeats in at least {agreed} of {of} repeats"
         if left_out:
             q["evidence"] += f"; left out, not repeating: {left_out}"
 
@@ -249,9 +273,8 @@ def _sweep_dicts(agreement: Agreement) -> list[dict[str, Any]]:
     """`SweepResult.as_dict` of each sweep's majority reading, with how many repeats read it; a
     sweep without a majority reports no saturation point, undetermined, with the readings."""
     out = []
-    n = agreement.repeats
     for s in agreement.sweeps:
-        info = s.as_dict(n)
+        info = s.as_dict()
         if s.fit is not None:
             out.append(s.fit.as_dict() | {"repeats": info})
             continue
@@ -270,7 +293,7 @@ def _sweep_dicts(agreement: Agreement) -> list[dict[str, Any]]:
                 "no_saturation_up_to_threads": None,
                 "undetermined": (
                     f"the saturation reading does not repeat: no reading holds a majority of "
-                    f"{n} repeats ({', '.join(info['readings'])})"
+                    f"{s.of} repeats ({', '.join(info['readings'])})"
                 ),
                 "repeats": info,
             }
@@ -279,20 +302,20 @@ def _sweep_dicts(agreement: Agreement) -> list[dict[str, Any]]:
 
 
 def _repeats_block(agreement: Agreement, data: pd.DataFrame) -> dict[str, Any]:
-    """How many repeats ran, how many sweeps repeat, and each repeat's SM clock range."""
-    clocks = []
+    """How many repeats ran and how many sweeps each measured, how many sweeps repeat, and each
+    repeat's SM clock range."""
+    clocks, measured = [], []
     for df in _repeats(data):
         sm = df["sm_clock_mhz"].to_numpy(dtype=float)
         sm = sm[np.isfinite(sm)]
         clocks.append(None if sm.size == 0 else [float(sm.min()), float(sm.max())])
+        measured.append(sum(1 for s in agreement.sweeps if len(measured) in s.ran))
+    agreed, of = agreement.weakest(agreement.repeating)
     return {
         "repeats": agreement.repeats,
+        "sweeps_by_repeat": measured,
         "sweeps_repeating": len(agreement.repeating),
         "sweeps_not_repeating": len(agreement.not_repeating),
-        "weakest_agreement": (
-            f"{agreement.weakest(agreement.repeating)} of {agreement.repeats} repeats"
-            if agreement.repeating
-            else None
-        ),
+        "weakest_agreement": f"{agreed} of {of} repeats" if agreement.repeating else None,
         "sm_clock_mhz_range_by_repeat": clocks,
     }

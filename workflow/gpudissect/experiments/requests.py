@@ -8,9 +8,11 @@ block). Each launch configuration runs `runs` times (the paper reports the harmo
 three); every thread's t2 - t1 of every run is kept. The work (threads, N, byte offsets) is built
 here once and executed by either backend (`backends/requests_sim.py`, `requests_cuda.py`).
 
-The whole sweep repeats: at least `repeats.min` times, then once more at a time until every
-sweep's saturation reading is held by a majority of the repeats (`analysis.request_repeats`), or
-`repeats.max` repeats have run. The trace's `repeat` column tells them apart.
+The whole sweep runs `repeats.min` times; then, once more at a time, only the sweeps whose
+saturation reading is not yet held by a majority of the repeats that measured it (and every
+sweep's first launch while the scoreboard limit is not; `analysis.request_repeats`), until none
+is left that more repeats could settle or `repeats.max` repeats have run. The trace's `repeat`
+column tells them apart.
 """
 
 from __future__ import annotations
@@ -64,8 +66,8 @@ class ThreadRange:
 
 @dataclass(frozen=True)
 class Repeats:
-    """How often the whole sweep runs: `min` times, then until its readings agree, at most
-    `max` times."""
+    """How often the sweep runs: `min` times whole, then its unsettled sweeps until they agree,
+    at most `max` times in all."""
 
     min: int = 1
     max: int = 1
@@ -202,35 +204,59 @@ def run(
     inputs: dict | None = None,
     progress: Callable[[int, int], None] | None = None,
 ) -> pd.DataFrame:
-    """Run the sweep `repeats.min` to `repeats.max` times; one row per (repeat, launch
-    configuration, run) holding every thread's time."""
-    from ..analysis.request_repeats import settled
+    """Run the sweep `repeats.min` times whole, then, up to `repeats.max` repeats, once more at a
+    time over only the sweeps whose readings are not settled (and every sweep's first launch
+    while the scoreboard limit is not); one row per (repeat, launch configuration, run) holding
+    every thread's time."""
+    from ..analysis.request_repeats import LIMIT, unsettled
     from ..analysis.requests import repeat_readings
 
     points = plan(sweep)
     frames: list[pd.DataFrame] = []
     readings: list[dict] = []
     total = len(points) * sweep.repeats.min
+    done = 0
     offsets: dict[int, np.ndarray] = {}  # the same arrays every repeat
+    todo = points
     for repeat in range(sweep.repeats.max):
-        frame = _run_once(backend, sweep, points, repeat, progress, total, offsets)
+        frame = _run_once(
+            backend, sweep, todo, repeat, len(points), progress, (done, total), offsets
+        )
         if frame is None:  # the device has no request table: nothing to repeat
             break
+        done += len(todo)
         frames.append(frame)
-        readings.append(repeat_readings(frame))
-        if repeat + 1 >= sweep.repeats.min:
-            if settled(readings, sweep.repeats.max):
-                break
-            total += len(points)
-            log.info("requests: %d repeats, readings not settled yet", repeat + 1)
+        readings.append(repeat_readings(frame, reference=frames[0]))
+        if repeat + 1 < sweep.repeats.min:
+            continue
+        open_keys = unsettled(readings, sweep.repeats.max)
+        if not open_keys:
+            break
+        todo = [
+            p
+            for p in points
+            if (p.pattern, p.merge_threads, p.loads_per_thread) in open_keys
+            or (LIMIT in open_keys and p.threads == sweep.threads.start)
+        ]
+        total = done + len(todo)
+        log.info(
+            "requests: %d repeats, %d sweeps not settled yet%s; the next repeat runs %d of %d "
+            "launch configurations",
+            repeat + 1, len(open_keys - {LIMIT}), " (and the scoreboard limit)"
+            if LIMIT in open_keys else "", len(todo), len(points),
+        )  # fmt: skip
     if not frames:
         return SCHEMA.empty_table().to_pandas()
     return pd.concat(frames, ignore_index=True)[SCHEMA.names]
 
 
-def _run_once(backend, sweep, points, repeat, progress, total, offsets) -> pd.DataFrame | None:
-    """One pass over every launch configuration. The noise seed of a point differs between
-    repeats (a simulated repeat is a new measurement, deterministic for the config's seed)."""
+def _run_once(
+    backend, sweep, points, repeat, planned, progress, counted, offsets
+) -> pd.DataFrame | None:
+    """One pass over `points` (every launch configuration, or the unsettled sweeps'). The noise
+    seed of a point differs between repeats (a simulated repeat is a new measurement,
+    deterministic for the config's seed); `planned`: the points of a whole pass; `counted`:
+    (points run before this pass, points to run in all, as known now) for `progress`."""
     cols: dict[str, list] = {name: [] for name in SCHEMA.names}
     for p in points:
         if p.point not in offsets:
@@ -242,7 +268,7 @@ def _run_once(backend, sweep, points, repeat, progress, total, offsets) -> pd.Da
             )
         work = RequestsWork(sweep.path, offsets[p.point], sweep.runs, sweep.warmup_launches)
         try:
-            result = backend.run(work, seed=p.point + repeat * len(points))
+            result = backend.run(work, seed=p.point + repeat * planned)
         except NoRequestTable as exc:
             log.warning("requests: %s; the trace records no launch", exc)
             return None
@@ -261,5 +287,6 @@ def _run_once(backend, sweep, points, repeat, progress, total, offsets) -> pd.Da
             cols["elapsed_cycles"].append(result.elapsed_cycles[r])
             cols["sm_clock_mhz"].append(result.sm_clock_mhz)
         if progress:
-            progress(repeat * len(points) + p.point + 1, total)
+            counted = (counted[0] + 1, counted[1])
+            progress(*counted)
     return pd.DataFrame(cols)

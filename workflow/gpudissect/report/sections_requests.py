@@ -3,6 +3,7 @@ document; the paper's values (config/papers/lashgar.yaml) only as the comparison
 
 from __future__ import annotations
 
+import itertools
 from functools import cache
 from typing import Any
 
@@ -118,9 +119,17 @@ def requests_section(doc: dict[str, Any], figures: list[str]) -> list[str]:
     lines.append("")
     rep = doc.get("repeats") or {}
     if rep.get("repeats"):
+        ran = rep.get("sweeps_by_repeat") or []
+        whole = sum(1 for _ in itertools.takewhile(lambda n: n == max(ran), ran))
+        partial = (
+            f" (the first {whole} over every sweep, then only what was not yet settled: "
+            f"{', '.join(map(str, ran[whole:]))} of {max(ran)} sweeps)"
+            if ran[whole:]
+            else ""
+        )
         lines += [
-            f"The sweep ran {rep['repeats']} times; {rep['sweeps_repeating']} sweeps read one "
-            f"saturation reading in a majority of the repeats (the weakest: "
+            f"The sweep ran {rep['repeats']} times{partial}; {rep['sweeps_repeating']} sweeps "
+            "read one saturation reading in a majority of the repeats that ran them (the weakest: "
             f"{rep.get('weakest_agreement') or '—'}), {rep['sweeps_not_repeating']} did not and "
             "are left out of the classification.",
             "",
