@@ -35,6 +35,8 @@ class SeriesResult:
     sizes_bytes: np.ndarray
     mean_latency_cycles: np.ndarray
     step_bytes: int | None  # first size past the step (None when no step)
+    resolution_bytes: int | None = None  # the sweep's step at the bound
+    gradual: bool = False  # significant misses below the bound: its place depends on sampling
 
 
 @dataclass
@@ -124,7 +126,10 @@ class CacheSizeEstimator:
             method="median per-access latency of the arrays that fit",
             evidence=f"{fits.size} accesses, IQR {iqr:.1f} cycles",
         )
-        return SeriesResult(carveout, buffer_bytes, q, sizes, means, int(hit.x_after))
+        return SeriesResult(
+            carveout, buffer_bytes, q, sizes, means, int(hit.x_after),
+            resolution_bytes=int(hit.x_after - hit.x_before), gradual=bool(hit.earlier),
+        )  # fmt: skip
 
 
 def analyse(
@@ -150,24 +155,7 @@ def analyse(
         }
         for s in est.series
     ]
-    by_carveout: dict[int, dict[int, Any]] = {}
-    for s in est.series:
-        by_carveout.setdefault(s.carveout_pct, {})[s.shared_buffer_bytes] = s.quantities[
-            "size_bytes"
-        ].get("value")
-    buffer_check = []
-    for carveout, sizes in by_carveout.items():
-        if len(sizes) > 1:
-            values = [v for v in sizes.values() if v is not None]
-            buffer_check.append(
-                {
-                    "carveout_pct": None if carveout < 0 else carveout,
-                    "size_bytes_by_shared_buffer_bytes": {str(k): v for k, v in sizes.items()},
-                    "size_moves_with_buffer": (
-                        None if len(values) < 2 else bool(max(values) != min(values))
-                    ),
-                }
-            )
+    buffer_check = _buffer_check(est.series)
     return {
         "device": provenance["device"],
         "analysis": "l1_size",
@@ -187,6 +175,52 @@ def analyse(
         "series": series,
         "shared_buffer_check": buffer_check,
     }
+
+
+def _buffer_check(series: list[SeriesResult]) -> list[dict[str, Any]]:
+    """Per carveout swept with several shared buffers: whether the size moves with the buffer.
+    Two sizes whose brackets lie within one sweep step of each other are one size (where a cache
+    starts missing on a few accesses in a thousand, its first miss moves by a step from launch
+    to launch); a gradual onset (significant misses below a bound) cannot tell: its bound
+    depends on the sizes sampled."""
+    out = []
+    by_carveout: dict[int, list[SeriesResult]] = {}
+    for s in series:
+        by_carveout.setdefault(s.carveout_pct, []).append(s)
+    for carveout, group in by_carveout.items():
+        if len(group) < 2:
+            continue
+        sizes = {s.shared_buffer_bytes: s.quantities["size_bytes"].get("value") for s in group}
+        known = [s for s in group if s.quantities["size_bytes"].get("value") is not None]
+        values = [s.quantities["size_bytes"]["value"] for s in known]
+        step = max((s.resolution_bytes or 0 for s in known), default=0)
+        moves: bool | None
+        if len(known) < 2:
+            moves, why = None, "a size is undetermined"
+        elif max(values) - min(values) <= step:
+            moves, why = False, f"the sizes lie within one sweep step ({step} bytes)"
+        elif any(s.gradual for s in known):
+            moves, why = (
+                None,
+                (
+                    "a gradual onset (significant misses below the bound) in "
+                    + ", ".join(
+                        f"the {s.shared_buffer_bytes} B buffer's" for s in known if s.gradual
+                    )
+                    + " series: where its bound falls depends on the sizes sampled"
+                ),
+            )
+        else:
+            moves, why = True, f"the sizes differ by {max(values) - min(values)} bytes"
+        out.append(
+            {
+                "carveout_pct": None if carveout < 0 else carveout,
+                "size_bytes_by_shared_buffer_bytes": {str(k): v for k, v in sizes.items()},
+                "size_moves_with_buffer": moves,
+                "reason": why,
+            }
+        )
+    return out
 
 
 def figure_table(data: pd.DataFrame, doc: dict) -> pd.DataFrame:
