@@ -198,16 +198,16 @@ def _buffer_check(series: list[SeriesResult]) -> list[dict[str, Any]]:
         if len(known) < 2:
             moves, why = None, "a size is undetermined"
         elif max(values) - min(values) <= step:
-            moves, why = False, f"the sizes lie within one sweep step ({step} bytes)"
+            moves, why = False, f"the sizes lie within one sweep step, {step} bytes"
         elif any(s.gradual for s in known):
+            names = " and ".join(
+                f"the {s.shared_buffer_bytes} B buffer's" for s in known if s.gradual
+            )
             moves, why = (
                 None,
                 (
-                    "a gradual onset (significant misses below the bound) in "
-                    + ", ".join(
-                        f"the {s.shared_buffer_bytes} B buffer's" for s in known if s.gradual
-                    )
-                    + " series: where its bound falls depends on the sizes sampled"
+                    f"{names} series has a gradual onset (significant misses below its bound), so "
+                    "where its bound falls depends on the sizes sampled"
                 ),
             )
         else:

@@ -79,12 +79,12 @@ def l1_size_section(doc: dict[str, Any], figures: list[str]) -> list[str]:
             False: "the measured size does not move with the shared-memory buffer size",
         }[moved]
         if check.get("reason"):
-            verdict += f" ({check['reason']})"
+            verdict += f": {check['reason']}"
         sizes = ", ".join(
             f"{int(k) // 1024} KiB buffer: {_kib(v)}"
             for k, v in check["size_bytes_by_shared_buffer_bytes"].items()
         )
-        lines.append(f"- At carveout {check['carveout_pct']}% {verdict}: {sizes}.")
+        lines.append(f"- At carveout {check['carveout_pct']}% {verdict}. Sizes: {sizes}.")
     if any(c["size_moves_with_buffer"] for c in doc.get("shared_buffer_check", [])):
         lines.append(
             "- The carveout is a preference: when a launch needs more shared memory (the "
