@@ -37,14 +37,16 @@ def test_finds_the_size_to_the_resolution(size_bytes):
     assert out.fits_bytes == size_bytes
     assert out.misses_bytes == size_bytes + resolution
     assert out.sizes == launches  # every launch's size is reported, in order
-    # every size once, but the bracket's two where its test was not clear-cut (a fitting size
-    # with more slow accesses than outliers usually give): then measured again, 3 times at most
-    assert len(launches) - len(set(launches)) in (0, 2, 4, 6)
+    # every size once, but the bracket's two and the two references where the test was not
+    # clear-cut (a fitting size with more slow accesses than outliers usually give): then
+    # measured again, 3 times at most
+    assert len(launches) - len(set(launches)) in (0, 4, 8, 12)
     # k doublings reach the first miss (k + 1 sizes); the bracket is then 2^(k-1) starts wide
-    # and halves down to 8 resolution steps; then at most 7 dense sizes
+    # and halves down to 8 resolution steps; then at most 7 dense sizes; then the probes below
+    # the bound, once (none of them misses in this cache, and the bound stays)
     k = int(np.ceil(np.log2((size_bytes + resolution) / plan.start_bytes)))
     bisections = (k - 1) + int(np.log2(plan.start_bytes / resolution)) - 3
-    assert len(out.sizes) <= (k + 1) + bisections + 7 + 6
+    assert len(out.sizes) <= (k + 1) + bisections + 7 + 12 + plan.below_probes
 
 
 def test_a_cache_past_the_limit_is_reported_as_larger():
@@ -99,3 +101,75 @@ def test_a_bound_that_misses_on_few_accesses_is_decided_by_the_pooled_samples():
     assert pooled.count(size - resolution) >= 26
     with pytest.raises(ValueError, match="confirm_rounds"):
         SearchPlan(start_bytes=4096, limit_bytes=65536, resolution_bytes=64, confirm_rounds=-1)
+
+
+def _onset_off_the_ladder(onset_bytes, size_bytes, *, seed=0, accesses=1024):
+    """A cache that holds `size_bytes` but starts missing at `onset_bytes` on a few percent of
+    the accesses, rising to the bound, except at the powers of two in between, where it does
+    not miss (the H100's L1 at carveout 100, read through a doubling search from 2 KiB: 16384
+    bytes with 1 slow access in 1024, where a dense sweep had seen 28 of 1024 miss at 12288)."""
+    rng = np.random.default_rng(seed)
+
+    def measure(n):
+        lat = 50.0 + rng.normal(0, 1, accesses)
+        lat[rng.random(accesses) < 0.001] += 400  # timing outliers
+        if n >= size_bytes:
+            share = 1 - size_bytes / (2 * n)
+        elif n >= onset_bytes and n & (n - 1):
+            share = 0.03
+        else:
+            share = 0.0
+        lat[rng.random(accesses) < share] = 300
+        return lat
+
+    return measure
+
+
+def test_probes_below_the_bound_find_misses_the_doubling_stepped_over():
+    plan = SearchPlan(start_bytes=2048, limit_bytes=1 << 20, resolution_bytes=128)
+    ladder = SearchPlan(**{**plan.__dict__, "below_probes": 0})
+    for seed in range(5):
+        measure = _onset_off_the_ladder(12160 + 128, 21 * 1024, seed=seed)
+        # doubling and halving alone: 16384 fits, so the bound is read there, as on the H100
+        out = search_size(measure, first_miss_bracket, ladder, bound_settled)
+        assert (out.fits_bytes, out.misses_bytes) == (16384, 16512)
+        # with the probes: 10240 fits, 12288 and 14336 miss, 16384 not (10 of 11 sizes from
+        # 12288 on miss: sustained), and the bracket (10240, 12288) narrows to the onset
+        out = search_size(
+            _onset_off_the_ladder(12160 + 128, 21 * 1024, seed=seed), first_miss_bracket, plan,
+            bound_settled,
+        )  # fmt: skip
+        assert (out.fits_bytes, out.misses_bytes) == (12160, 12288)
+
+
+def test_below_probes_are_checked():
+    with pytest.raises(ValueError, match="below_probes"):
+        SearchPlan(start_bytes=4096, limit_bytes=65536, resolution_bytes=64, below_probes=-1)
+
+
+def test_the_references_are_measured_again_with_a_bracket_that_is_not_clear_cut(monkeypatch):
+    """Timing outliers on 1 access in 2000 or 1000, but the two references' first launches drew
+    none (as a GTX980 twin's drew 1 in 8192): pooling the bracket's samples against that rate
+    calls the outliers at the cache's own size a miss, unless the references are pooled too."""
+    import gpudissect.sizesearch as search_module
+
+    def wrong(seed, rate):
+        rng = np.random.default_rng(seed)
+        calls = {}
+
+        def measure(n):
+            calls[n] = calls.get(n, 0) + 1
+            lat = 50.0 + rng.normal(0, 1, 4096)
+            if not (n in (128, 256) and calls[n] == 1):
+                lat[rng.random(4096) < rate] += 400
+            if n > 24576:
+                lat[rng.random(4096) < 0.25] = 300
+            return lat
+
+        plan = SearchPlan(start_bytes=128, limit_bytes=262144, resolution_bytes=32)
+        return search_size(measure, first_miss_bracket, plan, bound_settled).fits_bytes != 24576
+
+    for rate in (0.0005, 0.001):
+        assert sum(wrong(seed, rate) for seed in range(40)) <= 5
+    monkeypatch.setattr(search_module, "REFERENCE_SIZES", 0)  # the bracket's sizes alone
+    assert sum(wrong(seed, 0.0005) for seed in range(40)) >= 12

@@ -5,7 +5,19 @@ densely at the resolution (the line or stride) around the bound. Where the brack
 clear-cut (`settled`, a second narrow function of the analysis), its two sizes are measured
 again, their samples pooled with the earlier ones, up to `confirm_rounds` times, and a bracket
 that moves is narrowed again: where a cache starts missing on a few accesses in a thousand, one
-launch's test may or may not call that size a miss, run by run; the pooled samples decide.
+launch's test may or may not call that size a miss, run by run; the pooled samples decide. The
+two smallest sizes, whose slow accesses give the test its rate of timing outliers, are measured
+again with them, or the pooled samples gain power against a yardstick that stays as rough as it
+was (a GTX980 twin's references showed one outlier in 8192 accesses where its profile draws one
+in 2000, and 14 slow accesses in 12288 at the cache's own size then passed for a miss).
+Last, sizes off the search's ladder are measured below the bound, in the gap down to the largest
+size measured under it (`below_probes` of them, evenly spaced): on a real GPU the misses need not
+grow with the size, so a search that only doubles and halves can step over where they begin (an
+H100's L1 at carveout 100 with a 16 KiB shared buffer: 28 of 1024 accesses missed at 12288 bytes
+in a dense sweep, while searches that tried no size between 8192 and 16384 read 16384 bytes,
+with 1 slow access in 1024 there, run after run). Where the probes miss and the misses go on
+from there, the bound moves down and that bracket is narrowed in turn; where they miss only here
+and there, the analysis names them (a gradual onset).
 
 The sweep measures; the analysis decides: `decide(sizes, groups)` is the one narrow function
 through which a sweep asks the analysis where the first miss lies (STYLE.md: adaptive sweeps ask
@@ -25,7 +37,9 @@ Decide = Callable[[Sequence[int], Sequence[np.ndarray]], "tuple[int, int] | None
 # (sizes, per-size latency groups) -> whether the bracket is clear-cut (no confirmation needed)
 Settled = Callable[[Sequence[int], Sequence[np.ndarray]], bool]
 MIN_DECIDE_SIZES = 3  # the first-miss test needs two reference sizes and one to test
+REFERENCE_SIZES = 2  # the smallest sizes, whose slow accesses give the test its outlier rate
 MAX_RESUMES = 2  # times the doubling goes on after the confirmation dismissed a first miss
+MAX_BELOW_ROUNDS = 3  # times the sizes below the bound are probed (again below a bound moved down)
 
 
 @dataclass(frozen=True)
@@ -37,6 +51,8 @@ class SearchPlan:
     resolution_bytes: the step of the dense sweep around the bound (every size is a multiple).
     dense_steps: the binary search stops when the bracket is at most this many steps wide.
     confirm_rounds: how many times the bracket's two sizes are measured again at most.
+    below_probes: sizes measured below the bound, in the gap down to the largest size measured
+      under it, when that gap is wider than the dense sweep (0: none).
     """
 
     start_bytes: int
@@ -44,6 +60,7 @@ class SearchPlan:
     resolution_bytes: int
     dense_steps: int = 8
     confirm_rounds: int = 3
+    below_probes: int = 3
 
     def __post_init__(self) -> None:
         r = self.resolution_bytes
@@ -61,6 +78,8 @@ class SearchPlan:
             raise ValueError(f"dense_steps must be at least 1, got {self.dense_steps}")
         if self.confirm_rounds < 0:
             raise ValueError(f"confirm_rounds must be at least 0, got {self.confirm_rounds}")
+        if self.below_probes < 0:
+            raise ValueError(f"below_probes must be at least 0, got {self.below_probes}")
 
     def align(self, n: int) -> int:
         """`n` rounded down to the resolution, within the limit."""
@@ -150,7 +169,7 @@ def search_size(
                 break
             if settled(*pooled()):
                 break
-            for m in bracket:
+            for m in (*sorted(measured)[:REFERENCE_SIZES], *bracket):
                 again(m)
             bracket = ask()
             why = "the first miss vanished when the bound's sizes were measured again"
@@ -162,7 +181,36 @@ def search_size(
         # stopped
     if bracket is None:
         return SearchOutcome(None, None, why, order)
+    # 5. off the doubling ladder below the bound; a bound that moves down is narrowed again
+    for _ in range(MAX_BELOW_ROUNDS if plan.below_probes else 0):
+        probes = _below(bracket[0], measured, plan)
+        if not probes:
+            break
+        for m in probes:
+            point(m)
+        moved = ask()
+        if moved is None or moved[0] >= bracket[0]:
+            break
+        moved, _ = narrow(moved)
+        if moved is None:
+            break
+        bracket = moved
     return SearchOutcome(int(bracket[0]), int(bracket[1]), None, order)
+
+
+def _below(bound: int, measured: dict[int, np.ndarray], plan: SearchPlan) -> list[int]:
+    """`plan.below_probes` sizes evenly inside the gap from the largest size measured under
+    `bound` up to it, aligned to the resolution and not measured yet; none where the gap is no
+    wider than the dense sweep (or nothing under `bound` was measured: the references)."""
+    under = [n for n in measured if n < bound]
+    if len(under) < 2:
+        return []
+    floor = max(under)
+    if bound - floor <= plan.dense_steps * plan.resolution_bytes:
+        return []
+    k = plan.below_probes
+    sizes = {plan.align(floor + (bound - floor) * j // (k + 1)) for j in range(1, k + 1)}
+    return sorted(n for n in sizes if floor < n < bound and n not in measured)
 
 
 # (sizes, per-size latency groups) -> brackets (before, after) of every latency step
