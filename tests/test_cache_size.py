@@ -91,6 +91,9 @@ def test_series_per_carveout_and_buffer_check():
     )
     values = [s["l1d"]["size_bytes"]["value"] for s in doc["series"]]
     assert values == [16384, 12288]
+    # the step at each bound: the size lies in [value, value + resolution_bytes)
+    steps = [s["l1d"]["size_bytes"]["resolution_bytes"] for s in doc["series"]]
+    assert steps == [np.diff(SIZES)[list(SIZES).index(v)] for v in values]
     check = doc["shared_buffer_check"][0]
     assert check["carveout_pct"] == 0 and check["size_moves_with_buffer"] is True
     assert check["reason"] == "the sizes differ by 4096 bytes"

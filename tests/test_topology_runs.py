@@ -91,3 +91,32 @@ def test_the_committed_comparison_of_three_h100_runs_is_what_the_command_writes(
     assert proc.returncode == 0, proc.stderr
     assert "structural values do not repeat" in proc.stdout
     assert json.loads(out.read_text()) == _topology(committed)
+
+
+def test_a_per_carveout_size_repeats_within_one_sweep_step_and_not_beyond(base):
+    first, second = copy.deepcopy(base), copy.deepcopy(base)
+    points = [doc["elements"]["l1d"]["size_bytes"]["by_carveout"] for doc in (first, second)]
+    for p in (*points[0], *points[1]):
+        p["resolution_bytes"] = 128
+    points[1][2]["value"] += 128  # carveout 50: a step on (H100 runs read 119808 and 119936)
+    points[1][0]["value"] -= 4224  # carveout 100: 16384 against 12160
+    del points[0][4]["resolution_bytes"], points[1][4]["resolution_bytes"]
+    points[1][4]["value"] += 128  # carveout 25, no step known: readings must be equal
+    doc = compare_runs([first, second], ["a", "b"])
+    validate_topology(doc)
+    got = doc["elements"]["l1d"]["size_bytes"]["by_carveout"]
+    key = [(p["carveout_pct"], p["shared_buffer_bytes"]) for p in got]
+    assert doc["runs"]["does_not_repeat"] == [
+        f"l1d.size_bytes[carveout {c}%, shared buffer {b} B]" for c, b in (key[0], key[4])
+    ]
+    assert got[0]["value"] is None and got[0]["undetermined"].startswith("does not repeat")
+    assert [r["value"] for r in got[0]["readings"]] == [
+        points[0][0]["value"],
+        points[1][0]["value"],
+    ]
+    v = points[0][2]["value"]
+    assert got[2]["value"] == v
+    assert (
+        got[2]["note"] == f"within one sweep step (128 bytes) over 2 runs: {v} (1), {v + 128} (1)"
+    )
+    assert got[1] == points[0][1]  # equal in both runs: as the first run has it

@@ -116,6 +116,7 @@ class CacheSizeEstimator:
                 + corroboration
             ),
         )
+        q["size_bytes"]["resolution_bytes"] = int(hit.x_after - hit.x_before)
         fits = np.concatenate(groups[:i])
         med = float(np.median(fits))
         iqr = float(np.subtract(*np.percentile(fits, [75, 25])))

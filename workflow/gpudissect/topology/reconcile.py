@@ -175,6 +175,8 @@ def _point(r: Reading) -> dict[str, Any]:
         out["shared_buffer_bytes"] = r.shared_buffer_bytes
     if r.determined:
         out["confidence"] = r.entry.get("confidence")
+        if r.entry.get("resolution_bytes") is not None:
+            out["resolution_bytes"] = r.entry["resolution_bytes"]
     else:
         out["undetermined"] = r.entry.get("undetermined", "")
     return out

@@ -6,9 +6,11 @@ history; runs on fresh machines are the harder test. Every quantity of every ele
 across the runs by element and name. A **structural** value (a size, line, set, way, count,
 kind, policy: anything that is not a measured time or rate) that is not the same in every run,
 or is determined in some runs and not in others, is reported undetermined with every run's
-reading, never averaged. A **measured** value keeps the first run's reading and gains its spread
-over the runs that determined it (min, median, max). A quantity undetermined in every run stays
-as the first run has it.
+reading, never averaged; so is each point of a structural value measured per carveout
+(`by_carveout`: the L1 size at each carveout and shared buffer) whose readings do not lie within
+one sweep step of each other. A **measured** value keeps the first run's reading and gains its
+spread over the runs that determined it (min, median, max). A quantity undetermined in every run
+stays as the first run has it.
 """
 
 from __future__ import annotations
@@ -48,6 +50,59 @@ def _text(reading: dict[str, Any]) -> str:
     return f"{reading['run']}: " + ("undetermined" if v is None else json.dumps(v))
 
 
+def _point_key(point: dict[str, Any]) -> tuple:
+    return (point.get("carveout_pct"), point.get("shared_buffer_bytes"))
+
+
+def _by_carveout(
+    entry: dict[str, Any], entries: list[dict | None], names: list[str], label: str
+) -> list[str]:
+    """The per-carveout points of a structural quantity (`by_carveout`: one L1 size per carveout
+    and shared buffer) compared like the quantity itself: a point whose value is not the same in
+    every run is undetermined with each run's reading, unless the readings lie within one sweep
+    step of each other (`resolution_bytes`: a cache that starts missing on a few accesses in a
+    thousand moves its first miss by a step from run to run), which the point's note then
+    counts. Returns the labels of the points that do not repeat."""
+    points = entry.get("by_carveout")
+    if not points:
+        return []
+    flagged = []
+    for i, point in enumerate(points):
+        key = _point_key(point)
+        found = [
+            next((p for p in (e or {}).get("by_carveout", []) if _point_key(p) == key), None)
+            for e in entries
+        ]
+        values = [None if p is None else p.get("value") for p in found]
+        if None not in values and len({json.dumps(v, sort_keys=True) for v in values}) == 1:
+            continue
+        step = max((p.get("resolution_bytes") or 0 for p in found if p is not None), default=0)
+        if None not in values and all(isinstance(v, int) for v in values):
+            if max(values) - min(values) <= step:
+                counts = ", ".join(f"{v} ({values.count(v)})" for v in sorted(set(values)))
+                point["note"] = (
+                    f"within one sweep step ({step} bytes) over {len(values)} runs: {counts}"
+                )
+                continue
+        readings = [_reading(n, p) for n, p in zip(names, found, strict=True)]
+        keep = {
+            k: point[k] for k in ("experiment", "analysis", "source", *_POINT_KEYS) if k in point
+        }
+        points[i] = keep | {
+            "value": None,
+            "undetermined": f"{NOT_REPEATING_RUNS} over {len(entries)} runs ("
+            + "; ".join(_text(r) for r in readings)
+            + ")",
+            "readings": readings,
+        }
+        carveout, buffer = key
+        flagged.append(f"{label}[carveout {carveout}%, shared buffer {buffer} B]")
+    return flagged
+
+
+_POINT_KEYS = ("carveout_pct", "shared_buffer_bytes")
+
+
 def compare_runs(docs: list[dict[str, Any]], names: list[str]) -> dict[str, Any]:
     """The first run's topology document with every quantity marked by the rule above, and a
     `runs` section: the runs (name, GPU UUID, device), how many, and the values that do not
@@ -85,14 +140,15 @@ def compare_runs(docs: list[dict[str, Any]], names: list[str]) -> dict[str, Any]
                 if over_runs is not None:
                     entry["run_spread"] = {**over_runs, "runs": len(docs)}
                 continue
-            if all(v is None for v in values):
-                quantities.setdefault(quantity, copy.deepcopy(base))
-                continue
-            if None not in values and all(
-                json.dumps(v, sort_keys=True) == json.dumps(values[0], sort_keys=True)
-                for v in values
+            if all(v is None for v in values) or (
+                None not in values
+                and all(
+                    json.dumps(v, sort_keys=True) == json.dumps(values[0], sort_keys=True)
+                    for v in values
+                )
             ):
-                quantities.setdefault(quantity, copy.deepcopy(base))
+                entry = quantities.setdefault(quantity, copy.deepcopy(base))
+                flagged += _by_carveout(entry, entries, names, f"{element}.{quantity}")
                 continue
             readings = [_reading(n, e) for n, e in zip(names, entries, strict=True)]
             quantities[quantity] = {
