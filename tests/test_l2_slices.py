@@ -463,8 +463,9 @@ def test_ambiguous_and_disturbed_partners_are_launched_again_and_their_median_de
     params = dataclasses.replace(PARAMS, lines=64, contention_lines=64)
     frames = e.contention_phase(backend, params, np.arange(64, dtype=np.int64) * 128, flush=8)
     assert backend.launches.count((0, 5)) == 2  # 0.77, then 0.5: median 0.635, decided
-    # 1.8, then 1.0 (8-11) or 0.5 (12): the undisturbed launch decides
-    assert all(backend.launches.count((0, line)) == 2 for line in range(9, 13))
+    # 1.8, then 1.0 (8-11) or 0.5 (12): the undisturbed launch decides; line 12, the reference
+    # of the fourth class, meets line 0 once more in the merge pass
+    assert [backend.launches.count((0, line)) for line in range(9, 13)] == [2, 2, 2, 3]
     data = pd.concat(frames, ignore_index=True)
     c = contention_classes(data[data["phase"] == e.CONTENTION_PHASE])
     assert c["classes"] == 16 and sorted(c["sizes"].tolist()) == [4] * 16
@@ -512,3 +513,39 @@ def test_a_line_that_joins_on_one_slow_launch_leaves_on_its_second():
     assert labels[6 * 128] == labels[4 * 128] != labels[0]
     assert c["classes"] == 16 and sorted(c["sizes"].tolist()) == [4] * 16
     assert _contention_slices(c)["value"] == 16
+
+
+class _SplitBackend(_FakeBackend):
+    """Lines contend in groups of four; the first launch of line 3 beside line 0 (one group)
+    reads 0.5 of the one-line time, as two slices do: line 3 leaves its slice's class."""
+
+    kind = "split_l2"
+
+    def __init__(self):
+        self.launches = []
+
+
+@handles("split_l2", e.L2ContentionWork)
+def _split_contention(backend, work, *, seed=0):
+    return _groups_of_four(backend, work, {(0, 3): 500.0})
+
+
+def test_a_slice_the_search_split_is_merged_by_the_references_pass():
+    from gpudissect.analysis.l2_slices import _contention_slices, contention_classes
+
+    backend = _SplitBackend()
+    params = dataclasses.replace(PARAMS, lines=64, contention_lines=64)
+    frames = e.contention_phase(backend, params, np.arange(64, dtype=np.int64) * 128, flush=8)
+    data = pd.concat(frames, ignore_index=True)
+    phase = data[data["phase"] == e.CONTENTION_PHASE]
+    # the searches alone: line 3 left class 0 and formed a class of its own
+    alone = contention_classes(phase[phase["pass"] != e.MERGE])
+    assert alone["classes"] == 17 and sorted(alone["sizes"].tolist()) == [1, 3] + [4] * 15
+    # the merge pass launched reference 0 beside reference 3 (twice: it joined) and merged them
+    assert backend.launches.count((0, 3)) == 3
+    c = contention_classes(phase)
+    assert c["classes"] == 16 and sorted(c["sizes"].tolist()) == [4] * 16 and c["merged"] == 1
+    # the check of class 0 ran on the merged class: lines 1 and 2 contend, 1 and 4 do not
+    assert c["checks"] == 32 and c["checks_agree"] == 32
+    q = _contention_slices(c)
+    assert q["value"] == 16 and "merge pass: 1 pairs of class references contend" in q["evidence"]

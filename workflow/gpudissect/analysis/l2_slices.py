@@ -11,12 +11,14 @@
    the three launches of its class reference beside itself nearest to it; a partner's share is
    the median over its launches (the sweep launches a partner again where its share lay within
    `AMBIGUOUS_BAND` of `SAME_SHARE`); a share above `SAME_SHARE` (halfway between the two
-   servers' 0.5 and the one server's 1.0) puts the partner in the reference's slice.
-   The classes are the slices of the sampled lines; the count is undetermined where no two
-   lines contend, where every line contends with every other (the limit is not a slice's), or
-   where too many classes hold a single line for the sample to have met every slice, or where
-   over `MAX_CHECK_MISSES` of the check launches (two lines of one class other than its
-   reference: they should contend; one beside a line of another class: it should not)
+   servers' 0.5 and the one server's 1.0) puts the partner in the reference's slice. The merge
+   pass (pass 2, where the trace has one) launches each class's reference beside the references
+   of the classes after it: two that contend are one slice the search split, and their classes
+   are merged. The classes are the slices of the sampled lines; the count is undetermined
+   where no two lines contend, where every line contends with every other (the limit is not a
+   slice's), or where too many classes hold a single line for the sample to have met every
+   slice, or where over `MAX_CHECK_MISSES` of the check launches (two lines of one class other
+   than its reference: they should contend; one beside a line of another class: it should not)
    disagree with the classes.
    Without a contention phase (older traces): lines whose latency vectors over every SM agree
    up to the noise belong to one slice. Average-linkage clustering of the lines by the mean
@@ -158,6 +160,7 @@ def contention_classes(data: pd.DataFrame) -> dict[str, Any]:
     """The contention phase's classes: labels of the sampled lines (in order of their class's
     search), the shares, the noise of the one-line duration and the evidence numbers."""
     checks = data[data["pass"] == 1]
+    merge = data[data["pass"] == 2]
     data = data[data["pass"] == 0]
     offsets: list[int] = []
     labels: list[int] = []
@@ -170,6 +173,23 @@ def contention_classes(data: pd.DataFrame) -> dict[str, Any]:
         members = [int(ref)] + [int(o) for o, s in other.items() if s > SAME_SHARE]
         offsets += members
         labels += [k] * len(members)
+    # the merge pass: class references that contend are one slice the search split
+    label_of = dict(zip(offsets, labels, strict=True))
+    parent = list(range(max(labels, default=-1) + 1))
+
+    def root(k: int) -> int:
+        while parent[k] != k:
+            k = parent[k]
+        return k
+
+    merged_pairs = 0
+    for ref, frame in merge.groupby("reference_offset_bytes", sort=False):
+        for o, s in partner_shares(frame).items():
+            if s > SAME_SHARE and int(o) in label_of and int(ref) in label_of:
+                merged_pairs += 1
+                parent[root(label_of[int(o)])] = root(label_of[int(ref)])
+    roots = {r: i for i, r in enumerate(dict.fromkeys(root(k) for k in labels))}
+    labels = [roots[root(k)] for k in labels]
     share = np.concatenate(shares) if shares else np.zeros(0)
     same, other = share[share > SAME_SHARE], share[share <= SAME_SHARE]
     # the spread of a launch's share around its group's median (robust SD: 1.4826 x MAD);
@@ -192,7 +212,8 @@ def contention_classes(data: pd.DataFrame) -> dict[str, Any]:
         "labels": np.asarray(labels, int),
         "classes": int(sizes.size),
         "sizes": sizes,
-        "launches": int(len(data) + len(checks)),  # every launch, the one-line ones too
+        "launches": int(len(data) + len(checks) + len(merge)),  # every launch, one-line too
+        "merged": merged_pairs,  # pairs of class references that contend (merge pass)
         "same_median": float(np.median(same)) if same.size else None,
         "other_median": float(np.median(other)) if other.size else None,
         "same_min": float(same.min()) if same.size else None,
@@ -218,6 +239,7 @@ def _contention_slices(c: dict[str, Any]) -> dict[str, Any]:
         f"{fmt(c['other_max'])}); spread of a share around its group's median {c['noise']:.3f} "
         "(robust SD); "
         f"{c['decided']:.1%} of the launches lie over {DECIDED_SDS:g} SDs from {SAME_SHARE}; "
+        f"merge pass: {c.get('merged', 0)} pairs of class references contend (merged); "
         f"checks: {c['checks_agree']} of {c['checks']} launches as the classes predict; "
         f"{c['disturbed']} lines placed on disturbed launches only (over {DISTURBED_SHARE} of "
         "the one-line time)"

@@ -31,10 +31,12 @@ threshold, or above 1.05 (a disturbed launch), is launched again beside the refe
 most), and its median undisturbed share decides. Every line that joins is launched beside the
 reference once more (one slow launch of two slices' lines can read like one slice), and the
 median of its launches decides again; a line that leaves waits for a later reference.
-So the launches number about the slices times half the lines, plus one per line. Then each class
-of three lines or more is checked with two launches no search made: two of its lines besides
-the reference (they should contend) and one of them beside a line of the next class (they
-should not); `pass` 1 marks those rows. Every duration is kept.
+So the launches number about the slices times half the lines, plus one per line. Then the merge
+pass (`pass` 2): each class's reference beside the references of the classes after it, decided
+the same way; two that contend are one slice the search split, and their classes merge. Then
+each class of three lines or more is checked with two launches no search made: two of its lines
+besides the reference (they should contend) and one of them beside a line of the next class
+(they should not); `pass` 1 marks those rows. Every duration is kept.
 """
 
 from __future__ import annotations
@@ -59,6 +61,7 @@ CONTENTION_PHASE = 2  # the trace's rows of the slice contention phase
 CONTENTION_WARPS = 8  # warps per block of a contention launch (half on each line)
 CONTENTION_SELF_EVERY = 32  # lines between two launches of the reference beside itself
 CONTENTION_RETRIES = 2  # times a partner with an ambiguous share is launched again at most
+SEARCH, CHECK, MERGE = 0, 1, 2  # the `pass` of a contention row
 
 SCHEMA = pa.schema(
     [
@@ -232,7 +235,7 @@ def _frame(phase, work: L2SliceWork, repetition: int, r: L2SliceResult) -> pd.Da
 
 
 def _contention_frame(
-    work: L2ContentionWork, klass: int, r: L2ContentionResult, check: bool = False, first: int = 0
+    work: L2ContentionWork, klass: int, r: L2ContentionResult, kind: int = 0, first: int = 0
 ) -> pd.DataFrame:
     k = work.partners_bytes.size
     return pd.DataFrame(
@@ -242,7 +245,8 @@ def _contention_frame(
             "target_sm": np.full(k, -1, np.int32),
             "sm": np.full(k, -1, np.int32),
             "repetition": np.full(k, klass, np.int16),
-            "pass": np.full(k, int(check), np.int8),  # 1: the check of a class
+            # 0: a class search; 1: the check of a class; 2: the merge pass (class references)
+            "pass": np.full(k, kind, np.int8),
             "order": np.arange(first, first + k, dtype=np.int32),
             "offset_bytes": work.partners_bytes.astype(np.int64),
             "cycles": np.zeros(k, np.uint32),
@@ -276,7 +280,7 @@ def contention_phase(
     lines = len(left)
     frames, classes = [], []
 
-    def launch(reference: int, partners: np.ndarray, klass: int, check: bool, first: int = 0):
+    def launch(reference: int, partners: np.ndarray, klass: int, kind: int, first: int = 0):
         work = L2ContentionWork(
             region_bytes=p.region_bytes,
             flush_bytes=flush,
@@ -285,45 +289,66 @@ def contention_phase(
             iterations=p.contention_iterations,
         )
         r = backend.run(work, seed=104729 + len(frames))
-        frames.append(_contention_frame(work, klass, r, check, first))
+        frames.append(_contention_frame(work, klass, r, kind, first))
         return frames[-1]
 
-    def again(search: pd.DataFrame, reference: int, partners: list[int]) -> pd.DataFrame:
+    def again(
+        search: pd.DataFrame, reference: int, partners: list[int], klass: int, kind: int
+    ) -> pd.DataFrame:
         """`partners` launched beside the reference once more (orders continue, so that the
         one-line launches nearest each stay its own)."""
         more = launch(
-            reference, contention_partners(reference, partners), len(classes), False,
+            reference, contention_partners(reference, partners), klass, kind,
             first=int(search["order"].max()) + 1,
         )  # fmt: skip
         return pd.concat([search, more], ignore_index=True)
 
-    def settle(search: pd.DataFrame, reference: int) -> pd.DataFrame:
-        """Partners whose median share is ambiguous or disturbed, launched again."""
-        for _ in range(CONTENTION_RETRIES):
-            ambiguous = contention_ambiguous(search)
-            if not ambiguous:
+    def decide(reference: int, partners: list[int], klass: int, kind: int) -> dict[int, bool]:
+        """Which `partners` share the reference's slice: one launch each, those whose share is
+        ambiguous or disturbed again (`CONTENTION_RETRIES` times at most), and every partner
+        that joins a second time: one slow launch of two lines of two slices (0.84-0.94 of the
+        one-line time on an H100, where two slices take 0.5) reads like one slice; the median
+        then decides."""
+        search = launch(reference, contention_partners(reference, partners), klass, kind)
+        for settling in (False, True):
+            for _ in range(CONTENTION_RETRIES):
+                ambiguous = contention_ambiguous(search)
+                if not ambiguous:
+                    break
+                search = again(search, reference, ambiguous, klass, kind)
+            joined = [o for o, same in contention_same(search).items() if same]
+            if settling or not joined:
                 break
-            search = again(search, reference, ambiguous)
-        return search
+            search = again(search, reference, joined, klass, kind)
+        return contention_same(search)
 
     while left:
         reference, rest = left[0], left[1:]
-        search = settle(
-            launch(reference, contention_partners(reference, rest), len(classes), False),
-            reference,
-        )
-        # every partner that joins is launched beside the reference a second time: one slow
-        # launch of two lines of two slices (0.84-0.94 of the one-line time on an H100, where
-        # two slices take 0.5) reads like one slice; the median of the two then decides, and a
-        # partner it leaves out waits for a later reference
-        joined = [o for o, same in contention_same(search).items() if same]
-        if joined:
-            search = settle(again(search, reference, joined), reference)
-        same = contention_same(search)
+        same = decide(reference, rest, len(classes), SEARCH)
         classes.append([reference] + [o for o in rest if same.get(o, False)])
         left = [o for o in rest if not same.get(o, False)]
         if progress:
             progress(lines - len(left), lines)
+    # the merge pass: each class's reference beside the references of the classes after it; two
+    # that contend are one slice the search split (a line left out on slow launches, which
+    # then formed a class of its own beside its slice's)
+    parent = list(range(len(classes)))
+
+    def root(k: int) -> int:
+        while parent[k] != k:
+            k = parent[k]
+        return k
+
+    refs = [c[0] for c in classes]
+    for k in range(len(refs) - 1):
+        same = decide(refs[k], refs[k + 1 :], k, MERGE)
+        for j in range(k + 1, len(refs)):
+            if same.get(refs[j], False):
+                parent[root(j)] = root(k)
+    merged: dict[int, list[int]] = {}
+    for k, members in enumerate(classes):
+        merged.setdefault(root(k), []).extend(members)
+    classes = list(merged.values())
     # the check: two members of a class other than its reference (a pair no search launched)
     # should contend, and a member beside one of the next class should not
     for k, members in enumerate(classes):
@@ -331,7 +356,7 @@ def contention_phase(
             continue
         a, b = members[1], members[2]
         other = classes[(k + 1) % len(classes)][-1]
-        launch(a, np.array([a, b, a, other, a], np.int64), k, True)
+        launch(a, np.array([a, b, a, other, a], np.int64), k, CHECK)
     return frames
 
 
