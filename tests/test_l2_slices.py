@@ -412,14 +412,18 @@ def _fake_contention(backend, work, *, seed=0):
     return e.L2ContentionResult(np.where(one, 1000.0, 500.0), 1000.0)
 
 
+def _contention_rows(backend) -> pd.DataFrame:
+    """The contention phase over 64 lines of 128 B (lines 0-63) on `backend`: its rows."""
+    params = dataclasses.replace(PARAMS, lines=64, contention_lines=64)
+    frames = e.contention_phase(backend, params, np.arange(64, dtype=np.int64) * 128, flush=8)
+    data = pd.concat(frames, ignore_index=True)
+    return data[data["phase"] == e.CONTENTION_PHASE]
+
+
 def test_classes_the_check_launches_contradict_are_not_slices():
     from gpudissect.analysis.l2_slices import _contention_slices, contention_classes
 
-    params = dataclasses.replace(PARAMS, lines=64, contention_lines=64)
-    offsets = np.arange(64, dtype=np.int64) * 128
-    frames = e.contention_phase(_FakeBackend(), params, offsets, flush=8)
-    data = pd.concat(frames, ignore_index=True)
-    c = contention_classes(data[data["phase"] == e.CONTENTION_PHASE])
+    c = contention_classes(_contention_rows(_FakeBackend()))
     assert c["classes"] == 16 and c["checks"] == 32 and c["checks_agree"] == 16
     q = _contention_slices(c)
     assert q["value"] is None and "16 of 32 check launches disagree" in q["undetermined"], q
@@ -460,14 +464,12 @@ def test_ambiguous_and_disturbed_partners_are_launched_again_and_their_median_de
     from gpudissect.analysis.l2_slices import _contention_slices, contention_classes
 
     backend = _GlitchBackend()
-    params = dataclasses.replace(PARAMS, lines=64, contention_lines=64)
-    frames = e.contention_phase(backend, params, np.arange(64, dtype=np.int64) * 128, flush=8)
+    rows = _contention_rows(backend)
     assert backend.launches.count((0, 5)) == 2  # 0.77, then 0.5: median 0.635, decided
     # 1.8, then 1.0 (8-11) or 0.5 (12): the undisturbed launch decides; line 12, the reference
     # of the fourth class, meets line 0 once more in the merge pass
     assert [backend.launches.count((0, line)) for line in range(9, 13)] == [2, 2, 2, 3]
-    data = pd.concat(frames, ignore_index=True)
-    c = contention_classes(data[data["phase"] == e.CONTENTION_PHASE])
+    c = contention_classes(rows)
     assert c["classes"] == 16 and sorted(c["sizes"].tolist()) == [4] * 16
     assert _contention_slices(c)["value"] == 16
 
@@ -500,29 +502,24 @@ def test_a_line_that_joins_on_one_slow_launch_leaves_on_its_second():
     from gpudissect.analysis.l2_slices import _contention_slices, contention_classes
 
     backend = _SlowPairBackend()
-    params = dataclasses.replace(PARAMS, lines=64, contention_lines=64)
-    frames = e.contention_phase(backend, params, np.arange(64, dtype=np.int64) * 128, flush=8)
+    rows = _contention_rows(backend)
     # 0.9 joins, 0.5 beside it gives a median of 0.7 (ambiguous), a third launch 0.5 decides
     assert backend.launches.count((0, 6)) == 3
     # the lines of the reference's own slice are launched twice, the others of the first
     # search once (line 6 aside)
     assert [backend.launches.count((0, line)) for line in (1, 2, 3, 5, 7)] == [2, 2, 2, 1, 1]
-    data = pd.concat(frames, ignore_index=True)
-    c = contention_classes(data[data["phase"] == e.CONTENTION_PHASE])
+    c = contention_classes(rows)
     labels = dict(zip(c["offsets"], c["labels"], strict=True))
     assert labels[6 * 128] == labels[4 * 128] != labels[0]
     assert c["classes"] == 16 and sorted(c["sizes"].tolist()) == [4] * 16
     assert _contention_slices(c)["value"] == 16
 
 
-class _SplitBackend(_FakeBackend):
+class _SplitBackend(_GlitchBackend):
     """Lines contend in groups of four; the first launch of line 3 beside line 0 (one group)
     reads 0.5 of the one-line time, as two slices do: line 3 leaves its slice's class."""
 
     kind = "split_l2"
-
-    def __init__(self):
-        self.launches = []
 
 
 @handles("split_l2", e.L2ContentionWork)
@@ -534,10 +531,7 @@ def test_a_slice_the_search_split_is_merged_by_the_references_pass():
     from gpudissect.analysis.l2_slices import _contention_slices, contention_classes
 
     backend = _SplitBackend()
-    params = dataclasses.replace(PARAMS, lines=64, contention_lines=64)
-    frames = e.contention_phase(backend, params, np.arange(64, dtype=np.int64) * 128, flush=8)
-    data = pd.concat(frames, ignore_index=True)
-    phase = data[data["phase"] == e.CONTENTION_PHASE]
+    phase = _contention_rows(backend)
     # the searches alone: line 3 left class 0 and formed a class of its own
     alone = contention_classes(phase[phase["pass"] != e.MERGE])
     assert alone["classes"] == 17 and sorted(alone["sizes"].tolist()) == [1, 3] + [4] * 15
