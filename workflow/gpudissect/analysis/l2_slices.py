@@ -156,6 +156,23 @@ def contention_ambiguous(frame: pd.DataFrame) -> list[int]:
     ]
 
 
+def merged_labels(labels: list[int], pairs: list[tuple[int, int]]) -> list[int]:
+    """`labels` with every pair of labels in `pairs` made one (transitively), numbered again
+    from 0 in order of first appearance: the merge pass's classes (the sweep's question after
+    it, and the analysis's answer from the trace)."""
+    parent = {k: k for k in labels}
+
+    def root(k: int) -> int:
+        while parent[k] != k:
+            k = parent[k]
+        return k
+
+    for a, b in pairs:
+        parent[root(b)] = root(a)
+    roots = {r: i for i, r in enumerate(dict.fromkeys(root(k) for k in labels))}
+    return [roots[root(k)] for k in labels]
+
+
 def contention_classes(data: pd.DataFrame) -> dict[str, Any]:
     """The contention phase's classes: labels of the sampled lines (in order of their class's
     search), the shares, the noise of the one-line duration and the evidence numbers."""
@@ -175,21 +192,14 @@ def contention_classes(data: pd.DataFrame) -> dict[str, Any]:
         labels += [k] * len(members)
     # the merge pass: class references that contend are one slice the search split
     label_of = dict(zip(offsets, labels, strict=True))
-    parent = list(range(max(labels, default=-1) + 1))
-
-    def root(k: int) -> int:
-        while parent[k] != k:
-            k = parent[k]
-        return k
-
-    merged_pairs = 0
-    for ref, frame in merge.groupby("reference_offset_bytes", sort=False):
-        for o, s in partner_shares(frame).items():
-            if s > SAME_SHARE and int(o) in label_of and int(ref) in label_of:
-                merged_pairs += 1
-                parent[root(label_of[int(o)])] = root(label_of[int(ref)])
-    roots = {r: i for i, r in enumerate(dict.fromkeys(root(k) for k in labels))}
-    labels = [roots[root(k)] for k in labels]
+    pairs = [
+        (label_of[int(ref)], label_of[int(o)])
+        for ref, frame in merge.groupby("reference_offset_bytes", sort=False)
+        for o, s in partner_shares(frame).items()
+        if s > SAME_SHARE and int(o) in label_of and int(ref) in label_of
+    ]
+    labels = merged_labels(labels, pairs)
+    merged_pairs = len(pairs)
     share = np.concatenate(shares) if shares else np.zeros(0)
     same, other = share[share > SAME_SHARE], share[share <= SAME_SHARE]
     # the spread of a launch's share around its group's median (robust SD: 1.4826 x MAD);

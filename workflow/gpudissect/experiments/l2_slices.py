@@ -274,7 +274,7 @@ def contention_phase(
     backend: Backend, p: L2SliceParams, offsets: np.ndarray, flush: int, progress=None
 ) -> list[pd.DataFrame]:
     """The slice classes of the first `contention_lines` lines, one reference at a time."""
-    from ..analysis.l2_slices import contention_ambiguous, contention_same
+    from ..analysis.l2_slices import contention_ambiguous, contention_same, merged_labels
 
     left = [int(o) for o in offsets[: p.contention_lines]]  # at most the walked lines
     lines = len(left)
@@ -332,22 +332,16 @@ def contention_phase(
     # the merge pass: each class's reference beside the references of the classes after it; two
     # that contend are one slice the search split (a line left out on slow launches, which
     # then formed a class of its own beside its slice's)
-    parent = list(range(len(classes)))
-
-    def root(k: int) -> int:
-        while parent[k] != k:
-            k = parent[k]
-        return k
-
     refs = [c[0] for c in classes]
+    pairs = []
     for k in range(len(refs) - 1):
         same = decide(refs[k], refs[k + 1 :], k, MERGE)
-        for j in range(k + 1, len(refs)):
-            if same.get(refs[j], False):
-                parent[root(j)] = root(k)
+        pairs += [(k, j) for j in range(k + 1, len(refs)) if same.get(refs[j], False)]
     merged: dict[int, list[int]] = {}
-    for k, members in enumerate(classes):
-        merged.setdefault(root(k), []).extend(members)
+    for label, members in zip(
+        merged_labels(list(range(len(classes))), pairs), classes, strict=True
+    ):
+        merged.setdefault(label, []).extend(members)
     classes = list(merged.values())
     # the check: two members of a class other than its reference (a pair no search launched)
     # should contend, and a member beside one of the next class should not
