@@ -50,8 +50,11 @@ def _text(reading: dict[str, Any]) -> str:
     return f"{reading['run']}: " + ("undetermined" if v is None else json.dumps(v))
 
 
+_POINT_KEYS = ("carveout_pct", "shared_buffer_bytes")  # what names a per-carveout point
+
+
 def _point_key(point: dict[str, Any]) -> tuple:
-    return (point.get("carveout_pct"), point.get("shared_buffer_bytes"))
+    return tuple(point.get(k) for k in _POINT_KEYS)
 
 
 def _by_carveout(
@@ -98,9 +101,6 @@ def _by_carveout(
         carveout, buffer = key
         flagged.append(f"{label}[carveout {carveout}%, shared buffer {buffer} B]")
     return flagged
-
-
-_POINT_KEYS = ("carveout_pct", "shared_buffer_bytes")
 
 
 def compare_runs(docs: list[dict[str, Any]], names: list[str]) -> dict[str, Any]:
