@@ -5,7 +5,7 @@ import pytest
 
 from gpudissect.backends.base import ChaseWork
 from gpudissect.backends.sim import SimBackend
-from gpudissect.patterns import stride_chain
+from gpudissect.patterns import stride_chain, stride_cycle
 
 PROFILE = "tests/data/tiny_profile.yaml"
 
@@ -80,3 +80,42 @@ def test_stride_chain_is_the_next_element_s_ahead_modulo_the_array(array_bytes, 
     chain = stride_chain(array_bytes=array_bytes, stride_bytes=stride_bytes)
     assert chain.dtype == np.uint32
     assert chain.tolist() == expected
+
+
+@pytest.mark.parametrize(
+    ("array_bytes", "stride_bytes"), [(4096, 128), (4096, 4096), (1000, 12), (1000, 24), (12, 4)]
+)
+def test_the_stride_cycle_is_the_dense_chain_walk_over_its_visited_elements(
+    array_bytes, stride_bytes
+):
+    # (1000, 24): N = 250, s = 6, gcd 2, so the walk from 0 visits the 125 even elements
+    chain = stride_chain(array_bytes=array_bytes, stride_bytes=stride_bytes)
+    positions, values = stride_cycle(array_bytes=array_bytes, stride_bytes=stride_bytes)
+    n, s = array_bytes // 4, stride_bytes // 4
+    assert len(positions) == n // np.gcd(n, s)
+    common = dict(path="ca", start_index=0, warmup_steps=0, record_steps=4,
+                  shared_buffer_bytes=1024)  # fmt: skip
+    dense = ChaseWork(chain=chain, **common)
+    sparse = ChaseWork(chain=None, array_elements=n, sparse_positions=positions,
+                       sparse_next=values, **common)  # fmt: skip
+    steps = 2 * len(positions) + 3
+    assert sparse.walk(steps).tolist() == dense.walk(steps).tolist()
+
+
+def test_l1_size_writes_only_the_visited_elements():
+    # the array is written on the GPU (a sparse chase), not copied from the host whole
+    from gpudissect.experiments.l1_size import L1SizeSweep, _work
+
+    sweep = L1SizeSweep(
+        enabled=True,
+        path="ca",
+        stride_bytes=128,
+        array_bytes=None,
+        shared_buffer_bytes=(16384,),
+        max_record_steps=1024,
+        repetitions=1,
+    )
+    work = _work(sweep, 28672, 16384)
+    assert work.chain is None
+    assert work.sparse_positions.tolist() == list(range(0, 7168, 32))
+    assert work.warmup_steps == 224 and work.shared_buffer_bytes == 16384

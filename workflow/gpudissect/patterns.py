@@ -31,6 +31,17 @@ def stride_chain(*, array_bytes: int, stride_bytes: int) -> np.ndarray:
     return chain.astype(np.uint32, copy=False)
 
 
+def stride_cycle(*, array_bytes: int, stride_bytes: int) -> tuple[np.ndarray, np.ndarray]:
+    """The elements a walk of `stride_chain` from element 0 visits, in order over one cycle
+    (every multiple of gcd(s, N)), and the value each holds: the same walk over an array that
+    holds nothing else (a sparse chase)."""
+    chain = stride_chain(array_bytes=array_bytes, stride_bytes=stride_bytes)
+    n = len(chain)
+    s = stride_bytes // ELEMENT_BYTES
+    positions = (np.arange(n // np.gcd(s, n), dtype=np.int64) * s) % n
+    return positions, chain[positions]
+
+
 def chain_pass_steps(*, array_bytes: int, stride_bytes: int) -> int:
     """Steps of one pass over a stride chain starting at element 0."""
     n = array_bytes // ELEMENT_BYTES
