@@ -14,6 +14,7 @@ pchase.cubin, the output JSON.
 
 import json
 import sys
+from dataclasses import replace
 
 import numpy as np
 
@@ -21,6 +22,7 @@ from gpudissect.analysis.misses import FirstMissDetector
 from gpudissect.backends.cuda import CudaBackend
 from gpudissect.config import load
 from gpudissect.experiments.l1_size import _work
+from gpudissect.patterns import stride_chain
 
 BUFFER = 16384
 SIZES = {
@@ -43,7 +45,9 @@ with CudaBackend(index=0, cubin_dir=sys.argv[1]) as b:
         for carveout, sizes in SIZES.items():
             groups = []
             for n in sizes:
-                work = _work(sweep, n, BUFFER)
+                # the array copied from the host whole, as l1_size walked it then
+                work = replace(_work(sweep, n, BUFFER), array_elements=None, sparse_positions=None,
+                               sparse_next=None, chain=stride_chain(array_bytes=n, stride_bytes=128))
                 lat = [b.run_chase(work, carveout_pct=carveout, seed=r).latency_cycles for r in (0, 1)]
                 groups.append(np.concatenate(lat).astype(np.float64))
             det = FirstMissDetector().fit(sizes, groups)
