@@ -13,11 +13,11 @@ in 2000, and 14 slow accesses in 12288 at the cache's own size then passed for a
 Last, sizes off the search's ladder are measured below the bound, in the gap down to the largest
 size measured under it (`below_probes` of them, evenly spaced): on a real GPU the misses need not
 grow with the size, so a search that only doubles and halves can step over where they begin (an
-H100's L1 at carveout 100 with a 16 KiB shared buffer: 28 of 1024 accesses missed at 12288 bytes
-in a dense sweep, while searches that tried no size between 8192 and 16384 read 16384 bytes,
-with 1 slow access in 1024 there, run after run). Where the probes miss and the misses go on
-from there, the bound moves down and that bracket is narrowed in turn; where they miss only here
-and there, the analysis names them (a gradual onset).
+H100's L1 at carveout 100 with a 16 KiB shared buffer, its array copied from the host: 28 of
+1024 accesses missed at 12288 bytes in a dense sweep, while searches that tried no size between
+8192 and 16384 read 16384 bytes, with 1 slow access in 1024 there, run after run). Where the
+probes miss and the misses go on from there, the bound moves down and that bracket is narrowed
+in turn; where they miss only here and there, the analysis names them (a gradual onset).
 
 The sweep measures; the analysis decides: `decide(sizes, groups)` is the one narrow function
 through which a sweep asks the analysis where the first miss lies (STYLE.md: adaptive sweeps ask
