@@ -117,18 +117,14 @@ def test_l1_first_miss_at_carveout_100_is_the_same_in_every_allocation(backend):
     # l1_size's array (written on the GPU) in three allocations: the L1 at carveout 100 starts
     # missing at one size in all three. Copied from the host instead, the first miss of an H100
     # moved between about 8 and 20 KiB from one allocation to the next.
-    from gpudissect.analysis.misses import first_miss_bracket
-    from gpudissect.experiments.l1_size import L1SizeSweep, _work
+    from pathlib import Path
 
-    sweep = L1SizeSweep(
-        enabled=True,
-        path="ca",
-        stride_bytes=128,
-        array_bytes=None,
-        shared_buffer_bytes=(16384,),
-        max_record_steps=1024,
-        repetitions=1,
-    )
+    from gpudissect.analysis.misses import first_miss_bracket
+    from gpudissect.config import load
+    from gpudissect.experiments.l1_size import _work
+
+    repo = Path(__file__).resolve().parents[1]
+    sweep = load(repo / "config" / "gpu.yaml", base_dir=repo).device("gpu0").params["l1_size"]
     sizes = list(range(4096, 40960 + 1, 1024))
     brackets = []
     for _ in range(3):
@@ -140,7 +136,7 @@ def test_l1_first_miss_at_carveout_100_is_the_same_in_every_allocation(backend):
                         _work(sweep, n, 16384), carveout_pct=100, seed=r
                     ).latency_cycles
                     for r in (0, 1)
-                ]  # fmt: skip
+                ]
             ).astype(np.float64)
             for n in sizes
         ]
