@@ -131,14 +131,17 @@ def test_commit_of_a_tree_copied_into_another_checkout_is_not_that_checkouts(tmp
     head = subprocess.run(
         ["git", "-C", str(outer), "rev-parse", "HEAD"], capture_output=True, text=True, check=True
     ).stdout.strip()
-    monkeypatch.setenv("GPUDISSECT_GIT_COMMIT", "0123abc")
+    monkeypatch.delenv("GPUDISSECT_GIT_COMMIT", raising=False)
     # nothing under copy/ is tracked: the outer checkout's HEAD says nothing about it
-    assert git_commit(outer / "copy") == "0123abc"
-    assert git_commit(outer / "copy" / "untracked.py") == "0123abc"
+    assert git_commit(outer / "copy") == "unknown"
+    assert git_commit(outer / "copy" / "untracked.py") == "unknown"
     assert git_commit(outer) == head
     assert git_commit(outer / "tracked.py") == head
     (outer / "tracked.py").write_text("x = 2\n")
     assert git_commit(outer) == f"{head}-dirty"
+    # a commit named outright wins over a checkout (a GPU host's copy with stale git metadata)
+    monkeypatch.setenv("GPUDISSECT_GIT_COMMIT", "0123abc")
+    assert git_commit(outer) == "0123abc"
 
 
 def test_non_finite_measurements_are_found_in_list_cells_too():

@@ -19,12 +19,17 @@ def git_commit(source: str | os.PathLike = PACKAGE_DIR) -> str:
     """The commit of the checkout that tracks `source` (a file or folder), with `-dirty` when
     tracked files differ from it.
 
-    Where no checkout tracks it (an installed package, a copy of the tree sent to a GPU host, an
-    unpacked bundle, a copy inside another checkout) the commit comes from GPUDISSECT_GIT_COMMIT
-    when set, else `unknown`. The workflow sets that variable from its own checkout, so the jobs
-    of a pipeline run with an installed package still record the workflow's commit.
+    GPUDISSECT_GIT_COMMIT, when set, names the commit outright: a copy of the tree sent to a GPU
+    host may carry git metadata older than its files, and the one who set the variable knows
+    which code they sent. The workflow sets it from its own checkout (unless already set), so
+    every job of a pipeline run records the workflow's commit. Where it is unset and no checkout
+    tracks `source` (an installed package, an unpacked bundle, a copy inside another checkout),
+    the commit is `unknown`.
     """
-    fallback = os.environ.get("GPUDISSECT_GIT_COMMIT", "unknown")
+    explicit = os.environ.get("GPUDISSECT_GIT_COMMIT")
+    if explicit:
+        return explicit
+    fallback = "unknown"
     source = Path(source).resolve()
     where = source if source.is_dir() else source.parent
 
