@@ -292,13 +292,15 @@ def test_a_slower_share_one_element_later_is_the_same_level():
     assert s.onset(1) is onsets[0] and s.onset(2) is None and s.onset(3) is onsets[2]
 
 
-RUNS = Path("results/reference/h100/repeat_runs")
+# the `tlb_mappings` traces of three whole H100 runs (run_8d8abb0_1, run_8d8abb0_2 and
+# run_e6c8c7e_2, once under results/reference/h100/repeat_runs/; results/reference/FINDINGS.md)
+RUNS = Path(__file__).resolve().parent / "data" / "h100_tlb_mappings"
 
 
 def _committed(run):
     import pandas as pd
 
-    data = pd.read_parquet(RUNS / run / "traces" / "tlb_mappings.parquet")
+    data = pd.read_parquet(RUNS / f"{run}.parquet")
     return data, analyse(data, provenance={"device": "gpu0"})
 
 

@@ -16,6 +16,9 @@ from gpudissect.topology.runs import compare_runs
 
 REPO = Path(__file__).resolve().parents[1]
 H100 = REPO / "results/reference/h100"
+# `gpudissect runs` over three H100 runs at 4c11c49 and two of their topologies (run_g, run_h),
+# once under results/reference/h100/repeat_runs/ (results/reference/FINDINGS.md)
+RUNS_4C11C49 = REPO / "tests/data/h100_runs_4c11c49"
 
 
 def _topology(path):
@@ -73,11 +76,11 @@ def test_runs_of_other_gpus_or_a_single_run_are_refused(base):
 
 
 def test_the_committed_comparison_of_three_h100_runs_is_what_the_command_writes(tmp_path):
-    committed = H100 / "repeat_runs/runs_4c11c49.json"
+    committed = RUNS_4C11C49 / "runs_4c11c49.json"
     runs = _topology(committed)["runs"]["compared"]
     paths = {
         "pipeline_run": H100 / "pipeline_run/topology/gpu0.json",
-        **{r["run"]: H100 / f"repeat_runs/{r['run']}/gpu0.json" for r in runs[1:]},
+        **{r["run"]: RUNS_4C11C49 / f"{r['run']}.json" for r in runs[1:]},
     }
     out = tmp_path / "runs.json"
     proc = subprocess.run(
