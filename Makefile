@@ -32,8 +32,8 @@ reproduce: $(VENV)/.installed
 	@echo "Report: $(abspath results/report/report.md)"
 
 lint: $(VENV)/.installed
-	$(BIN)/ruff check workflow tests benchmarks
-	$(BIN)/ruff format --check workflow tests benchmarks
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
 	$(BIN)/snakefmt --check Snakefile workflow/rules
 	$(BIN)/snakemake --lint --cores 1
 
