@@ -197,9 +197,10 @@ def test_a_gradual_transition_is_not_a_far_level():
 
 
 def test_near_hits_with_a_far_tail_do_not_hide_the_far_level():
-    # as in results/reference/h100/l2_repeats run 4: the near footprints already read 15% of
-    # their accesses far, so the near plateau's p90 lies among the far hits (above the far
-    # plateau's p10); its upper Tukey fence (p75 + 1.5 IQR of N(290, 15): about 330) does not.
+    # as in h100/l2_repeats run 4 (results/reference/FINDINGS.md): the near footprints already
+    # read 15% of their accesses far, so the near plateau's p90 lies among the far hits (above
+    # the far plateau's p10); its upper Tukey fence (p75 + 1.5 IQR of N(290, 15): about 330)
+    # does not.
     # Between far and DRAM, 46-48 MiB read a mixture of the two; the L2 ends at 48 MiB
     def parts(m):
         if m <= 24:

@@ -8,7 +8,7 @@ array copied from the host by the copy engine, as Mei & Chu's chain is, made the
 100 miss on a few percent of the accesses from 8-14 KiB on, in some allocations and not in
 others, so that its first miss read anywhere from 8064 to 20352 bytes from run to run; written by
 the GPU, the same sweep read 21504 bytes in every run, and the same sizes as before at the other
-carveouts (`results/reference/h100/l1_placement/`).
+carveouts (`results/reference/FINDINGS.md`, `h100/l1_placement`).
 """
 
 from __future__ import annotations

@@ -7,11 +7,11 @@ Where the L2 hashes physical addresses onto its sets and slices, which footprint
 the physical pages behind the walk: on an H100, walks over memory from the driver's allocator
 read the L2 size anywhere from 46 to 50 MiB from run to run, while walks over one physically
 contiguous allocation step up between 50.0 and 50.5 MiB in every run
-(`results/reference/h100/l2_placement/`). `placement: contiguous` therefore walks one range
-mapped from a single physical allocation (`experiments.mapped_chase`, the CUDA virtual-memory
-API; the simulator's identity page map), as a sparse chase of 8-byte elements; `allocator`
-walks the backend's chase buffer as before. A backend without the virtual-memory API falls back
-to `allocator`, and the trace's `placement` column says which ran.
+(`results/reference/FINDINGS.md`, `h100/l2_placement`). `placement: contiguous` therefore walks
+one range mapped from a single physical allocation (`experiments.mapped_chase`, the CUDA
+virtual-memory API; the simulator's identity page map), as a sparse chase of 8-byte elements;
+`allocator` walks the backend's chase buffer as before. A backend without the virtual-memory
+API falls back to `allocator`, and the trace's `placement` column says which ran.
 """
 
 from __future__ import annotations
