@@ -212,9 +212,14 @@ def one_level_quantities(
     # Pool only footprints before both the first step and the first significant misses: a
     # footprint past a randomly replaced L2 misses on part of its accesses before the median
     # moves, and those misses would make a second group.
-    fits = steps[0].index if steps else len(sizes)
+    # Where the smallest footprints already hit at two levels (an L2 that keeps no near copy of
+    # a far line serves every footprint from both partitions, by address), a step of the median
+    # before the first miss is the median moving between those levels as the far share
+    # wavers about one half: the footprints that fit end at the first miss.
+    by_address = det.reference_ok and len(det.hit_levels_) > 1
+    fits = steps[0].index if steps and not by_address else len(sizes)
     if det.reference_ok and det.result is not None:
-        fits = min(fits, det.result.index)
+        fits = det.result.index if by_address else min(fits, det.result.index)
     if fits == 0:
         l2 = {
             "hit_latency_cycles": undetermined(
@@ -231,7 +236,7 @@ def one_level_quantities(
                 f"no far level by footprint: {reader.reason}; no two distances by address: "
                 + far["undetermined"]
             )
-        elif len(reader.plateaus_) >= 3:
+        elif len(reader.plateaus_) >= 3 and not by_address:
             # A slower level past the hits shows in the sweep but fails the margins (blended
             # with near hits, as at a stride that leaves near-hit sectors in every line): a
             # split among the hits before it is then not the far partition (the H100's near

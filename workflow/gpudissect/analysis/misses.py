@@ -6,6 +6,15 @@ already show misses. This detector works on the accesses themselves: it learns t
 and the rate of timing outliers from the smallest arrays (which fit), calls every slower access a
 miss, and finds the first size whose miss count the outlier rate cannot explain (one-sided
 binomial test), and after which every larger size misses too.
+
+Hits may come at more than one latency level: an L2 in partitions that keeps no near copy of a
+far line serves every footprint that fits from both partitions, by address, so the smallest
+sizes hold near and far hits side by side (`hit_levels`). A level of the reference sizes is a
+hit level when a gap wider than the miss margin separates it from the level below and it holds
+at least `min_level_share` of every reference size's accesses (a timing outlier, or a miss, is
+rare there). With more than one hit level, the hit band reaches to the slowest one (its median
+plus the margin); a latency level that the reference sizes lack is a miss (DRAM), however close
+the far hits came to it. With one level the band is the old one (the median plus the margin).
 """
 
 from __future__ import annotations
@@ -26,6 +35,32 @@ def binom_sf(k, n, p):
     from scipy.special import bdtrc
 
     return bdtrc(k, n, p)
+
+
+def hit_levels(
+    reference: Sequence[np.ndarray],
+    *,
+    min_margin_cycles: float,
+    min_relative_margin: float,
+    min_share: float,
+) -> list[np.ndarray]:
+    """The latency levels of the reference sizes' accesses, fastest first: the sorted
+    latencies split where a gap exceeds the miss margin above the latency below it (the gap a
+    miss must clear), keeping the groups that hold at least `min_share` of every reference
+    size's accesses. A faster group that fails the share is dropped; one at most, where there
+    is no gap, the whole reference."""
+    pooled = np.sort(np.concatenate(reference))
+    gaps = np.diff(pooled)
+    margin = np.maximum(min_margin_cycles, min_relative_margin * pooled[:-1])
+    cuts = np.flatnonzero(gaps > margin) + 1
+    bounds = [0, *cuts.tolist(), pooled.size]
+    kept = []
+    for lo, hi in zip(bounds, bounds[1:], strict=False):
+        low, high = pooled[lo], pooled[hi - 1]
+        shares = [np.mean((g >= low) & (g <= high)) for g in reference]
+        if min(shares) >= min_share:
+            kept.append(pooled[lo:hi])
+    return kept if len(kept) > 1 else [pooled]
 
 
 @dataclass(frozen=True)
@@ -71,6 +106,8 @@ class FirstMissDetector:
     """`fit(x, groups) -> self`; `.result` is a FirstMiss or None (no size misses).
 
     reference_sizes: how many of the smallest sizes define the hit latency and outlier rate.
+    min_level_share: the least share of each reference size's accesses a second hit level
+    holds (module docstring); `.hit_levels_` are the medians of the hit levels after `fit`.
     min_margin_cycles / min_relative_margin: the least a miss must exceed the hit latency by.
     alpha: significance of the binomial test, Bonferroni-corrected over the sizes.
     """
@@ -79,8 +116,10 @@ class FirstMissDetector:
     min_margin_cycles: float = 8.0
     min_relative_margin: float = 0.2
     alpha: float = 0.01
+    min_level_share: float = 0.1
     result: FirstMiss | None = None
     reference_ok: bool = True
+    hit_levels_: tuple[float, ...] = ()
 
     def fit(self, x: Sequence[float], groups: Sequence[np.ndarray]) -> FirstMissDetector:
         x = np.asarray(x, dtype=np.float64)
@@ -96,11 +135,25 @@ class FirstMissDetector:
         if any(g.size == 0 for g in groups):
             raise AnalysisError("every size needs at least one sample")
         ref = np.concatenate(groups[: self.reference_sizes])
-        hit = float(np.median(ref))
-        sigma = _MAD_TO_SIGMA * float(np.median(np.abs(ref - hit)))
-        threshold = hit + max(6.0 * sigma, self.min_margin_cycles, self.min_relative_margin * hit)
+        levels = hit_levels(
+            groups[: self.reference_sizes],
+            min_margin_cycles=self.min_margin_cycles,
+            min_relative_margin=self.min_relative_margin,
+            min_share=self.min_level_share,
+        )
+        self.hit_levels_ = tuple(float(np.median(lv)) for lv in levels)
+        # one level: the median of the reference; more: the slowest hit level bounds the band
+        top = levels[-1] if len(levels) > 1 else ref
+        hit = float(np.median(ref)) if len(levels) < 2 else self.hit_levels_[0]
+        top_hit = float(np.median(top))
+        sigma = _MAD_TO_SIGMA * float(np.median(np.abs(top - top_hit)))
+        threshold = top_hit + max(
+            6.0 * sigma, self.min_margin_cycles, self.min_relative_margin * top_hit
+        )
         # Reference sizes should be at the lowest latency level of the sweep; if larger arrays
         # are markedly faster, the smallest arrays already missed and the detector cannot tell.
+        # (With hits at two levels a size's median may fall on either: the lowest level is
+        # compared.)
         medians = np.array([np.median(g) for g in groups])
         self.reference_ok = bool(hit <= medians.min() + max(self.min_margin_cycles, 0.1 * hit))
         outlier_rate = (np.sum(ref > threshold) + 1.0) / (ref.size + 2.0)

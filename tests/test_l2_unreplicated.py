@@ -1,0 +1,101 @@
+"""The L2 size where an L2 in two partitions keeps no near copy of a far line
+(tests/data/l2_unreplicated_twin.yaml, a GPU the code has not been tuned on): every footprint
+that fits is served half from the near partition and half from the far one, by address, so the
+smallest footprints hold two hit levels side by side. Both must count as L2 hits, and DRAM as
+the miss, in `l2` and in `cache_stage1`, with gpu.yaml's (automatic) ranges.
+
+Expectations, derived by hand from the profile (SM 0, partition 0, cg path): a near hit costs
+200 + slice_cycles (0, 3, 6, 9, 12, each on an equal share of the slices) = 200-212 cycles,
+median 206; a far hit 180 more, 380-392, median 386; a miss the DRAM's 650. Slices alternate
+partitions, so half the lines are far. The L2 is 2048 sets x 20 ways x 128 B = 5242880 bytes
+(LRU, contiguous set bits): that footprint fits, the next one swept (5 MiB + 80 KiB, the
+automatic grid's 1/64 of the L2) puts 21 lines in 640 sets, which then miss on every pass (a
+cyclic walk under LRU): 640 x 21 / 41600 = 32 % of its accesses at DRAM latency.
+"""
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+import yaml
+
+from gpudissect.analysis import cache_levels, l2
+from gpudissect.analysis.misses import FirstMissDetector
+from gpudissect.config import load
+from gpudissect.sweep import run_experiment
+from gpudissect.traces import read_trace
+
+REPO = Path(__file__).resolve().parents[1]
+TWIN = REPO / "tests/data/l2_unreplicated_twin.yaml"
+L2_BYTES = 5242880
+NEXT_BYTES = L2_BYTES + L2_BYTES // 64
+
+
+@pytest.fixture(scope="module")
+def config(tmp_path_factory):
+    gpu = yaml.safe_load((REPO / "config/gpu.yaml").read_text())
+    doc = {
+        "devices": [{"name": "unrep", "backend": "sim", "profile": str(TWIN)}],
+        "experiments": {k: gpu["experiments"][k] for k in ("l2", "cache_stage1")},
+    }
+    path = tmp_path_factory.mktemp("unrep") / "config.yaml"
+    path.write_text(yaml.safe_dump(doc))
+    return load(path, base_dir=REPO)
+
+
+def _run(config, experiment, tmp_path):
+    return read_trace(run_experiment(config.device("unrep"), experiment, out=tmp_path / "t.pq"))
+
+
+def test_l2_reads_the_size_and_both_distances(config, tmp_path):
+    trace = _run(config, "l2", tmp_path)
+    q = l2.analyse(trace.data, provenance=trace.provenance)["elements"]["l2"]
+    assert q["size_bytes"]["value"] == L2_BYTES
+    assert q["size_bytes"]["bracket_bytes"] == [L2_BYTES, NEXT_BYTES]
+    assert abs(q["hit_latency_cycles"]["value"] - 206) <= 2
+    assert abs(q["far_hit_latency_cycles"]["value"] - 386) <= 2
+    assert abs(q["far_share"]["value"] - 0.5) < 0.05
+    assert q["miss_latency_cycles"]["value"] == pytest.approx(650, abs=2)
+
+
+def test_cache_stage1_reads_the_l2_size(config, tmp_path):
+    trace = _run(config, "cache_stage1", tmp_path)
+    doc = cache_levels.analyse(trace.data, provenance=trace.provenance)
+    q = doc["elements"]["l2"]
+    assert q["size_bytes"]["value"] == L2_BYTES
+    assert q["miss_latency_cycles"]["value"] == pytest.approx(650, abs=2)
+
+
+def test_two_hit_levels_in_the_reference_are_hits_and_dram_is_the_miss():
+    # seeded: half the accesses at N(206, 4), half at N(386, 4) while the size fits (2 MiB
+    # steps up to 10 MiB), then a third at 650 at 12 MiB and all of them from 14 MiB on
+    rng = np.random.default_rng(3)
+    sizes = np.arange(2, 18, 2) << 20
+
+    def group(miss_share):
+        n = 2048
+        lat = np.where(rng.random(n) < 0.5, rng.normal(206, 4, n), rng.normal(386, 4, n))
+        return np.where(rng.random(n) < miss_share, rng.normal(650, 4, n), lat)
+
+    groups = [group(0.0 if s <= 10 << 20 else 0.33 if s == 12 << 20 else 1.0) for s in sizes]
+    det = FirstMissDetector().fit(sizes, groups)
+    assert det.reference_ok
+    assert [round(v) for v in det.hit_levels_] == [206, 386]
+    assert (det.result.x_before, det.result.x_after) == (10 << 20, 12 << 20)
+    assert 386 < det.result.threshold_cycles < 650
+
+
+def test_one_level_keeps_its_old_band():
+    # one hit level with a slower group 40 cycles up (inside 0.2 x hit: no gap a miss clears)
+    rng = np.random.default_rng(4)
+    sizes = np.arange(1, 7) << 20
+    groups = [
+        np.concatenate([rng.normal(280, 3, 1024), rng.normal(315, 3, 1024)]) for _ in sizes[:4]
+    ] + [rng.normal(600, 4, 2048) for _ in sizes[4:]]
+    det = FirstMissDetector().fit(sizes, groups)
+    assert len(det.hit_levels_) == 1
+    ref = np.concatenate(groups[:2])
+    hit = np.median(ref)
+    sigma = 1.4826 * np.median(np.abs(ref - hit))
+    assert det.result.threshold_cycles == pytest.approx(hit + max(6 * sigma, 8, 0.2 * hit))
+    assert (det.result.x_before, det.result.x_after) == (4 << 20, 5 << 20)
