@@ -5,12 +5,21 @@ smallest footprints hold two hit levels side by side. Both must count as L2 hits
 the miss, in `l2` and in `cache_stage1`, with gpu.yaml's (automatic) ranges.
 
 Expectations, derived by hand from the profile (SM 0, partition 0, cg path): a near hit costs
-200 + slice_cycles (0, 3, 6, 9, 12, each on an equal share of the slices) = 200-212 cycles,
-median 206; a far hit 180 more, 380-392, median 386; a miss the DRAM's 650. Slices alternate
-partitions, so half the lines are far. The L2 is 2048 sets x 20 ways x 128 B = 5242880 bytes
-(LRU, contiguous set bits): that footprint fits, the next one swept (5 MiB + 80 KiB, the
-automatic grid's 1/64 of the L2) puts 21 lines in 640 sets, which then miss on every pass (a
-cyclic walk under LRU): 640 x 21 / 41600 = 32 % of its accesses at DRAM latency.
+200 + sm_cycles[0] (5) + slice_cycles (0, 3, 6, 9, 12, each on an equal share of the slices)
+= 205-217 cycles, median 211; a far hit 180 more, 385-397, median 391; a miss the DRAM's
+650. Slices alternate partitions, so half the lines are far. The L2 is 2048 sets x 20 ways
+x 128 B = 5242880 bytes (LRU, contiguous set bits): that footprint fits; the next one swept
+(5 MiB + 80 KiB, the automatic grid's 1/64 of the L2) puts 21 lines in 640 sets, which then
+miss on every pass (a cyclic walk under LRU): 640 x 21 / 41600 = 32 % of its accesses at
+DRAM latency.
+
+The flush copy (Lashgar Sec. 3.3) of 1 MiB, 8-byte elements in blocks of 256 threads on all
+8 SMs: 4096 warps of 256 B, 8 x 64 = 512 resident. Unflushed, every line hits, at the latency
+of the SM that reads it: 200 + mean sm_cycles (33 / 8) + mean slice_cycles (6) + 180 x the far
+half = 300.1 cycles = 200.1 ns at 1.5 GHz, so the copy takes 4096 x 200.1 / 512 = 1601 ns.
+Flushed, every line misses and DRAM bounds it: 256 B / (0.8 x 200 GB/s) = 1.6 ns a warp,
+4096 x 1.6 = 6554 ns. A model that reads every hit slower than 200 cycles as a miss bills the
+unflushed copy DRAM time too, and the gap vanishes.
 """
 
 from pathlib import Path
@@ -19,9 +28,12 @@ import numpy as np
 import pytest
 import yaml
 
-from gpudissect.analysis import cache_levels, l2
+from gpudissect.analysis import cache_levels, l2, l2_flush
 from gpudissect.analysis.misses import FirstMissDetector
+from gpudissect.backends.requests_sim import run_copy
+from gpudissect.backends.sim import SimBackend
 from gpudissect.config import load
+from gpudissect.experiments.l2_flush import CopyWork
 from gpudissect.sweep import run_experiment
 from gpudissect.traces import read_trace
 
@@ -36,7 +48,7 @@ def config(tmp_path_factory):
     gpu = yaml.safe_load((REPO / "config/gpu.yaml").read_text())
     doc = {
         "devices": [{"name": "unrep", "backend": "sim", "profile": str(TWIN)}],
-        "experiments": {k: gpu["experiments"][k] for k in ("l2", "cache_stage1")},
+        "experiments": {k: gpu["experiments"][k] for k in ("l2", "cache_stage1", "l2_flush")},
     }
     path = tmp_path_factory.mktemp("unrep") / "config.yaml"
     path.write_text(yaml.safe_dump(doc))
@@ -52,8 +64,8 @@ def test_l2_reads_the_size_and_both_distances(config, tmp_path):
     q = l2.analyse(trace.data, provenance=trace.provenance)["elements"]["l2"]
     assert q["size_bytes"]["value"] == L2_BYTES
     assert q["size_bytes"]["bracket_bytes"] == [L2_BYTES, NEXT_BYTES]
-    assert abs(q["hit_latency_cycles"]["value"] - 206) <= 2
-    assert abs(q["far_hit_latency_cycles"]["value"] - 386) <= 2
+    assert abs(q["hit_latency_cycles"]["value"] - 211) <= 2
+    assert abs(q["far_hit_latency_cycles"]["value"] - 391) <= 2
     assert abs(q["far_share"]["value"] - 0.5) < 0.05
     assert q["miss_latency_cycles"]["value"] == pytest.approx(650, abs=2)
 
@@ -99,3 +111,19 @@ def test_one_level_keeps_its_old_band():
     sigma = 1.4826 * np.median(np.abs(ref - hit))
     assert det.result.threshold_cycles == pytest.approx(hit + max(6 * sigma, 8, 0.2 * hit))
     assert (det.result.x_before, det.result.x_after) == (4 << 20, 5 << 20)
+
+
+def test_the_flush_copy_times_carry_every_l2_latency_term():
+    with SimBackend(profile_path=TWIN, seed=1) as backend:
+        kept, flushed = (
+            float(run_copy(backend, CopyWork(1 << 20, f, 24 << 20)).elapsed_ms[0]) * 1e6
+            for f in (False, True)
+        )
+    assert kept == pytest.approx(1601, rel=0.02)
+    assert flushed == pytest.approx(6554, rel=0.01)
+
+
+def test_l2_flush_reads_the_size(config, tmp_path):
+    trace = _run(config, "l2_flush", tmp_path)
+    doc = l2_flush.analyse(trace.data, provenance=trace.provenance)
+    assert doc["elements"]["l2"]["size_bytes"]["value"] == L2_BYTES

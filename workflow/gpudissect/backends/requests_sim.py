@@ -71,22 +71,49 @@ def run_requests(backend, work: RequestsWork, *, seed: int = 0) -> RequestsResul
     return RequestsResult(elapsed_cycles=out, sm_clock_mhz=float(profile.clocks.sm_mhz))
 
 
-def _copy_time_ns(profile, latency_cycles: np.ndarray, *, size_bytes: int, line_bytes: int):
+def copy_hit_cycles(profile, addresses_bytes: np.ndarray, *, threads_per_block: int):
+    """The L2 hit latency of each source line of the copy kernel, (for SM 0, for the SM that
+    reads it): the hit latency on the cg path plus, with an ``l2_slices`` block, the line's
+    slice term, the SM's term and the far term where the slice lies in another partition
+    (sim/l2_slices.py). Block b of the kernel runs on SM b mod sms (8-byte elements)."""
+    l2 = profile.path_caches(L2_PATH)[-1]
+    base = l2.hit_latency_on(L2_PATH)
+    spec = profile.l2_slices
+    if spec is None or spec.cache != l2.name:
+        flat = np.full(addresses_bytes.shape, base, dtype=np.int64)
+        return flat, flat
+    table = np.stack([spec.hit_cycles(base_cycles=base, sm=sm) for sm in range(profile.sms)])
+    slices = spec.slices_of(addresses_bytes)
+    sm = (addresses_bytes // (8 * threads_per_block)) % profile.sms
+    return table[0, slices], table[sm, slices]
+
+
+def _copy_time_ns(
+    profile,
+    latency_cycles: np.ndarray,
+    *,
+    size_bytes: int,
+    hit_sm0_cycles: np.ndarray,
+    hit_own_cycles: np.ndarray,
+):
     """Kernel time of the copy from the latencies of its source lines (Little's law with
     queueing, sim/throughput.py): every warp keeps one 256-byte load in flight (one 8-byte element
     per thread); the resident warps of all SMs are the customers; a customer waits the mean
     simulated latency of its lines and occupies DRAM for the bytes of the lines that missed the
-    L2. Stores are not simulated (the hierarchy has no store path)."""
+    L2. The lines were loaded by SM 0 (`latency_cycles`); a line missed when it came back slower
+    than its own L2 hit latency on SM 0 (`hit_sm0_cycles`: every slice, SM and far term) by more
+    than the noise, and a hit costs the latency of a hit from the SM that reads it
+    (`hit_own_cycles`). Stores are not simulated (the hierarchy has no store path)."""
     from ..sim.throughput import mva_throughput
 
     clock_ghz = profile.clocks.sm_mhz / 1000.0
     warp_bytes = 32 * 8
     warps = -(-size_bytes // warp_bytes)
     customers = int(min(warps, profile.sms * profile.max_warps_per_sm))
-    l2 = profile.path_caches(L2_PATH)[-1]
-    missed = latency_cycles > l2.hit_latency_on(L2_PATH) + 3 * max(profile.noise.jitter_cycles, 1)
+    missed = latency_cycles > hit_sm0_cycles + 3 * max(profile.noise.jitter_cycles, 1)
+    own = np.where(missed, latency_cycles, latency_cycles - hit_sm0_cycles + hit_own_cycles)
     miss_bytes_per_warp = missed.mean() * warp_bytes if missed.size else 0.0
-    delay_ns = float(latency_cycles.mean()) / clock_ghz
+    delay_ns = float(own.mean()) / clock_ghz
     thr = profile.throughput
     if thr is None:
         demand_ns = 1e-9
@@ -104,7 +131,7 @@ def run_copy(backend, work: CopyWork, *, seed: int = 0) -> CopyResult:
     source passes through the L2 (its lines are filled in address order by the copy engine,
     which uses no SM's TLB); when flushed, a dummy copy of `flush_bytes` follows; then the kernel
     reads the source, line by line, and its time follows from the hits and misses
-    (`_copy_time_ns`)."""
+    (`_copy_time_ns`), each line's hit at the latency of the SM whose block reads it."""
     from ..sim.engine import SimGPU
 
     profile = backend.profile
@@ -122,7 +149,10 @@ def run_copy(backend, work: CopyWork, *, seed: int = 0) -> CopyResult:
         flush = min(work.flush_bytes, FLUSH_CAPACITIES * l2.size_bytes)
         gpu.fill(l2.name, base + np.arange(0, flush, line, dtype=np.int64))
     latency = gpu.load_sequence(L2_PATH, src)
-    elapsed = _copy_time_ns(profile, latency, size_bytes=work.size_bytes, line_bytes=line)
+    sm0, own = copy_hit_cycles(profile, src, threads_per_block=work.threads_per_block)
+    elapsed = _copy_time_ns(
+        profile, latency, size_bytes=work.size_bytes, hit_sm0_cycles=sm0, hit_own_cycles=own
+    )
     return CopyResult(
         elapsed_ms=np.array([elapsed * 1e-6]), sm_clock_mhz=float(profile.clocks.sm_mhz)
     )

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .indexing import IndexSpec, make_index
+from .indexing import MASKS, MODULO, IndexSpec, make_index
 
 
 @dataclass(frozen=True)
@@ -44,6 +44,25 @@ class L2SliceSpec:
         return make_index(self.index, sets=self.slices, line_bytes=self.line_bytes).set_of(
             int(address_bytes)
         )
+
+    def slices_of(self, addresses_bytes: np.ndarray) -> np.ndarray:
+        """The slice of each byte address (int64), by the compiled form the kernels evaluate
+        (indexing.py: modulo, parity masks or table)."""
+        c = make_index(self.index, sets=self.slices, line_bytes=self.line_bytes).compiled()
+        a = np.asarray(addresses_bytes, dtype=np.int64)
+        if c.kind == MODULO:
+            return (a >> c.shift) % self.slices
+        if c.kind == MASKS:
+            out = np.zeros(a.shape, dtype=np.int64)
+            for k, mask in enumerate(c.data.tolist()):
+                bits = a & mask
+                parity = np.zeros(a.shape, dtype=np.int64)
+                while bits.any():
+                    parity ^= bits & 1
+                    bits = bits >> 1
+                out |= parity << k
+            return out
+        return c.data[(a % c.period_bytes) >> c.shift]
 
     def hit_cycles(self, *, base_cycles: int, sm: int) -> np.ndarray:
         """The latency of a hit in each slice (int64, one per slice) for a load of SM ``sm``
