@@ -76,6 +76,12 @@ def test_cache_stage1_reads_the_l2_size(config, tmp_path):
     q = doc["elements"]["l2"]
     assert q["size_bytes"]["value"] == L2_BYTES
     assert q["miss_latency_cycles"]["value"] == pytest.approx(650, abs=2)
+    # the fastest hit level, not a median between near (211) and far (391)
+    assert abs(q["hit_latency_cycles"]["value"] - 211) <= 2
+    assert "hit at 2 levels" in q["hit_latency_cycles"]["evidence"]
+    assert doc["paths"]["cg"]["levels"][0]["reference_hit_latency_cycles"] == pytest.approx(
+        211, abs=2
+    )
 
 
 def test_two_hit_levels_in_the_reference_are_hits_and_dram_is_the_miss():

@@ -185,7 +185,14 @@ def analyse_level(
         unit="cycles",
         confidence=1.0 / (1.0 + lat["hit_iqr"] / max(lat["hit"], 1.0)),
         method="median latency of the accesses of the arrays that fit",
-        evidence=f"{lat['hit_n']} accesses, IQR {lat['hit_iqr']:.1f} cycles",
+        evidence=f"{lat['hit_n']} accesses, IQR {lat['hit_iqr']:.1f} cycles"
+        + (
+            f"; the smallest arrays hit at {len(lat['hit_levels'])} levels (medians "
+            f"{', '.join(f'{v:.0f}' for v in lat['hit_levels'])} cycles; "
+            f"{lat['slower_hit_share']:.0%} of the hits slower): the fastest level's"
+            if lat["hit_levels"]
+            else ""
+        ),
     )
     if lat["miss"] is None:
         out["miss_latency_cycles"] = undetermined("no access past the size fell in the miss band")
