@@ -133,3 +133,12 @@ def test_l2_flush_reads_the_size(config, tmp_path):
     trace = _run(config, "l2_flush", tmp_path)
     doc = l2_flush.analyse(trace.data, provenance=trace.provenance)
     assert doc["elements"]["l2"]["size_bytes"]["value"] == L2_BYTES
+
+
+@pytest.mark.parametrize("name", ["l2_unreplicated_twin.yaml", "l2_slices_twin.yaml"])
+def test_slices_of_many_addresses_is_slice_of_each(name):
+    from gpudissect.sim.profile import load_profile
+
+    spec = load_profile(REPO / "tests/data" / name).l2_slices
+    addrs = np.random.default_rng(7).integers(0, 1 << 34, 2000)
+    assert spec.slices_of(addrs).tolist() == [spec.slice_of(int(a)) for a in addrs]
