@@ -85,17 +85,22 @@ def test_cache_stage1_reads_the_l2_size(config, tmp_path):
 
 
 def test_two_hit_levels_in_the_reference_are_hits_and_dram_is_the_miss():
-    # seeded: half the accesses at N(206, 4), half at N(386, 4) while the size fits (2 MiB
-    # steps up to 10 MiB), then a third at 650 at 12 MiB and all of them from 14 MiB on
+    # seeded: hits at N(206, 4) (near) and N(386, 4) (far) while the size fits (2 MiB steps up
+    # to 10 MiB), the far share wavering about one half by size (55 % in the two reference
+    # sizes, 45 % in the third: its median is a near hit, theirs a far one, which a band of
+    # one level read as "the smallest sizes already miss"); then a third of the accesses at
+    # DRAM's 650 at 12 MiB and all of them from 14 MiB on
     rng = np.random.default_rng(3)
     sizes = np.arange(2, 18, 2) << 20
+    far = [0.55, 0.55, 0.45, 0.5, 0.45, 0.55, 0.5, 0.5]
+    dram = [0, 0, 0, 0, 0, 0.33, 1, 1]
 
-    def group(miss_share):
-        n = 2048
-        lat = np.where(rng.random(n) < 0.5, rng.normal(206, 4, n), rng.normal(386, 4, n))
-        return np.where(rng.random(n) < miss_share, rng.normal(650, 4, n), lat)
+    def group(far_share, dram_share, n=2048):
+        lat = np.where(rng.random(n) < far_share, rng.normal(386, 4, n), rng.normal(206, 4, n))
+        return np.where(rng.random(n) < dram_share, rng.normal(650, 4, n), lat)
 
-    groups = [group(0.0 if s <= 10 << 20 else 0.33 if s == 12 << 20 else 1.0) for s in sizes]
+    groups = [group(f, m) for f, m in zip(far, dram, strict=True)]
+    assert np.median(groups[0]) > 370 and np.median(groups[2]) < 220
     det = FirstMissDetector().fit(sizes, groups)
     assert det.reference_ok
     assert [round(v) for v in det.hit_levels_] == [206, 386]
