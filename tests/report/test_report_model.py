@@ -42,7 +42,7 @@ def test_undetermined_and_missing_paper_values():
     v = verdict(q(None, reason="stage 2 did not run"), (4, ""), timing=False)
     assert (v.status, v.text) == ("undetermined", "stage 2 did not run")
     assert verdict(q(4), None, timing=False).status == "no paper value"
-    assert verdict(None, (4, ""), timing=False).status == "undetermined"
+    assert verdict(None, (4, ""), timing=False).status == "not measured"
 
 
 def test_policy_against_the_papers_lru_flag():

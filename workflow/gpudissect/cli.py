@@ -224,12 +224,37 @@ def _draw_experiment(
     if missing:
         raise GpuDissectError(f"plot of {fam.name} did not make {sorted(missing)}")
     for stem, fig in figures.items():
+        _label_simulated(fig, doc)
         for k, ext in enumerate(formats):
             fig.savefig(Path(out_dir) / f"{stem}.{ext}", dpi=150)
             if k == 0:  # the layout is done: later formats reuse it instead of redoing it
                 fig.set_layout_engine("none")
         plt.close(fig)
     log.info("%s: %d figures", name, len(figures))
+
+
+def _label_simulated(fig, doc: dict) -> None:
+    """A simulated device's figure says so in its title (issue 34: the number and the word
+    "simulated" stand together), from the trace's backend, never from the device's name."""
+    info = doc.get("device_info") or {}
+    if info.get("backend") != "sim":
+        return
+    device = str(doc.get("device", ""))
+    label = f"{device} (simulated twin)"
+    title = fig._suptitle  # matplotlib keeps the suptitle here; None when there is none
+    if title is not None and title.get_text():
+        text = title.get_text()
+        head = f"{device}:"
+        title.set_text(
+            text.replace(head, f"{label}:", 1) if text.startswith(head) else f"{label}: {text}"
+        )
+        return
+    for ax in fig.axes:
+        text = ax.get_title()
+        if text:
+            ax.set_title(f"{label}: {text.removeprefix(device + ':').strip()}")
+            return
+    fig.suptitle(label)
 
 
 def _read_table(analysis_path: str):

@@ -345,7 +345,7 @@ def _line_quantity(df, finding, first, *, from_granule, path, max_line_bytes) ->
 
 def analyse(data: pd.DataFrame, *, provenance: dict, inputs: dict | None = None) -> dict:
     """The `cache_stage1` result document for one device."""
-    from .result import undetermined
+    from .result import not_applicable
 
     params = provenance.get("config", {}).get("parameters", {}) or {}
     enabled = [p for p, e in (params.get("paths") or {}).items() if e.get("enabled", True)]
@@ -353,7 +353,11 @@ def analyse(data: pd.DataFrame, *, provenance: dict, inputs: dict | None = None)
     for path in dict.fromkeys(list(data["path"].unique()) + enabled):
         rows = data[data["path"] == path]
         if rows.empty:
-            paths[path] = {"measured": False, "reason": "the device has no such load path"}
+            paths[path] = {
+                "measured": False,
+                "not_applicable": True,
+                "reason": "the device has no such load path",
+            }
             continue
         levels = []
         for level, df in rows.groupby("level", sort=True):
@@ -383,7 +387,7 @@ def analyse(data: pd.DataFrame, *, provenance: dict, inputs: dict | None = None)
     for el in elements.values():
         if "note" in el:
             for k in ("size_bytes", "line_bytes", "sector_bytes", "hit_latency_cycles"):
-                el.setdefault(k, undetermined(el["note"]))
+                el.setdefault(k, not_applicable(el["note"]))
     carve = sorted(set(data["carveout_pct"].astype(int))) if len(data) else []
     return {
         "device": provenance["device"],

@@ -17,7 +17,7 @@ import pandas as pd
 
 from ..exceptions import AnalysisError
 from .misses import FirstMissDetector
-from .result import header, no_path_reason, quantity, undetermined
+from .result import header, no_path_reason, not_applicable, quantity, undetermined
 from .sweep_steps import first_rise
 
 ELEMENT_OF_PATH = {"ca": "l1d", "nc": "readonly", "cg": "l2", "tex": "texture"}
@@ -141,7 +141,7 @@ def analyse(
         doc = header("l1_size", provenance)
         element = ELEMENT_OF_PATH.get(doc["path"], doc["path"])
         return doc | {
-            "elements": {element: {"size_bytes": undetermined(no_path_reason(provenance))}},
+            "elements": {element: {"size_bytes": not_applicable(no_path_reason(provenance))}},
             "series": [],
             "shared_buffer_check": [],
         }

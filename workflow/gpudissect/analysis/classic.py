@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from .result import header, no_path_reason, quantity, undetermined
+from .result import header, no_path_reason, not_applicable, quantity, undetermined
 from .sweep_steps import find_steps
 
 TRIM = 0.01  # share of accesses trimmed from each end before averaging (timing outliers)
@@ -137,8 +137,8 @@ def analyse(
         reason = no_path_reason(provenance)
         return header("pchase_classic", provenance) | {
             "inferences": {
-                "saavedra": {"size_bytes": undetermined(reason)},
-                "wong": {"size_bytes": undetermined(reason)},
+                "saavedra": {"size_bytes": not_applicable(reason)},
+                "wong": {"size_bytes": not_applicable(reason)},
             },
             "contradiction": undetermined(reason),
         }

@@ -24,7 +24,7 @@ import pandas as pd
 from .l2_levels import Levels, PartitionLevels, mib
 from .l2_near_far import near_far, one_hit_level
 from .misses import FirstMiss, FirstMissDetector
-from .result import header, no_path_reason, quantity, undetermined
+from .result import header, no_path_reason, not_applicable, quantity, undetermined
 from .sweep_steps import Step, find_steps
 
 PARTITION_METHOD = (
@@ -315,7 +315,7 @@ def analyse(
 ) -> dict[str, Any]:
     if data.empty:
         return header("l2", provenance) | {
-            "elements": {"l2": {"size_bytes": undetermined(no_path_reason(provenance))}},
+            "elements": {"l2": {"size_bytes": not_applicable(no_path_reason(provenance))}},
             "steps": [],
             "plateaus": [],
             "median_latency_by_footprint": {},

@@ -21,7 +21,14 @@ def quantity(
 
 
 def undetermined(reason: str) -> dict[str, Any]:
+    """The data do not decide the quantity; `reason` says why."""
     return {"value": None, "undetermined": reason}
+
+
+def not_applicable(reason: str) -> dict[str, Any]:
+    """The device lacks what the quantity describes (a load path, a cache on a path), as the
+    data show; `reason` says what it lacks. Not "undetermined": the data did decide."""
+    return {"value": None, "not_applicable": reason}
 
 
 def write_result(path: str | os.PathLike, document: dict[str, Any]) -> Path:

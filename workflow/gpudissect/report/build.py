@@ -14,6 +14,7 @@ from typing import Any
 from ..families import FAMILIES, family
 from .captions import caption
 from .compare import fmt, lookup, paper_value, verdict
+from .labels import column_label, device_label, provenance_paragraph, simulated
 from .model import (
     Block,
     Contents,
@@ -28,7 +29,7 @@ from .model import (
 from .sections_repeatability import repeatability_section
 from .sections_twin import twin_part
 from .studies import Study
-from .summary import CONFIDENCE, VERDICTS, device_summary, fleet_table
+from .summary import CONFIDENCE, VERDICTS, device_summary, fleet_table, measured_cell
 
 
 @dataclass
@@ -109,22 +110,23 @@ def _study_table(study: Study, table, devices: list[DeviceData]) -> Table:
             q = lookup(doc, row.path)
             p = paper_value(doc, row.paper) if doc else None
             v = verdict(q, p, timing=row.timing)
-            measured = (
-                "not measured"
-                if q is None
-                else ("undetermined" if q.value is None else fmt(q.value, row.unit))
-            )
+            measured = "not measured" if q is None else measured_cell(q, row.unit)
             paper = "—" if p is None or p[0] is None else fmt(p[0], row.unit)
             if v.status == "no paper value":
                 cells.append(f"{measured} (no paper value)")
-            elif v.status == "undetermined":
-                cells.append(f"{measured}; paper {paper}; **undetermined**: {v.text}")
+            elif v.status in ("undetermined", "not applicable"):
+                cells.append(f"{measured}; paper {paper}; **{v.status}**: {v.text}")
+            elif v.status == "not measured":
+                cells.append(f"not measured; paper {paper}")
             else:
                 extra = f" ({v.text})" if v.text else ""
                 cells.append(f"{measured}; paper {paper}; **{v.status}**{extra}")
         rows.append((row.label, *cells))
     return Table(
-        ("quantity", *(d.name for d in devices)), tuple(rows), caption=table.title, name=table.name
+        ("quantity", *(column_label(d.name, d.docs, d.topology) for d in devices)),
+        tuple(rows),
+        caption=table.title,
+        name=table.name,
     )
 
 
@@ -134,7 +136,11 @@ def study_part(study: Study, devices: list[DeviceData]) -> list[Block]:
         return []
     blocks: list[Block] = [
         Heading(1, f"Study: {study.title}"),
-        Paragraph(f"{study.citation}. Twins: {', '.join(d.name for d in mine)}."),
+        Paragraph(
+            f"{study.citation}. Devices: "
+            + "; ".join(device_label(d.name, d.docs, d.topology) for d in mine)
+            + "."
+        ),
         Paragraph(study.methods),
     ]
     for table in study.tables:
@@ -144,7 +150,15 @@ def study_part(study: Study, devices: list[DeviceData]) -> list[Block]:
 
 def device_part(d: DeviceData, report_dir: Path) -> list[Block]:
     gpu = next(iter(d.docs.values()), {}).get("device_info", {})
-    blocks: list[Block] = [Heading(1, f"Device {d.name}")]
+    label = device_label(d.name, d.docs, d.topology)
+    blocks: list[Block] = [Heading(1, f"Device {label}")]
+    if simulated(d.docs, d.topology):
+        blocks.append(
+            Paragraph(
+                "Every number in this part was recovered from a simulation of this device, "
+                "not measured on hardware."
+            )
+        )
     facts = [
         f"{k}: {gpu[k]}" for k in ("name", "backend", "compute_capability", "profile") if gpu.get(k)
     ]
@@ -158,7 +172,13 @@ def device_part(d: DeviceData, report_dir: Path) -> list[Block]:
         # the sections write "###" headings: one level below the device's part
         blocks += from_markdown(fam.report_section(doc, rel), shift=-1)
         for path, p in zip(rel, figs, strict=True):
-            blocks.append(Figure(path, caption(p.stem, d.name), wide=_aspect(p) > 1.9))
+            blocks.append(
+                Figure(
+                    path,
+                    caption(p.stem, column_label(d.name, d.docs, d.topology)),
+                    wide=_aspect(p) > 1.9,
+                )
+            )
     blocks += from_markdown(repeatability_section(d.docs, d.repeats), shift=-1)
     return blocks
 
@@ -255,11 +275,13 @@ def build_document(
             "figure."
         ),
         Heading(1, "Summary"),
+        Paragraph(provenance_paragraph({d.name: d.docs for d in devices})),
         Paragraph(VERDICTS),
         Paragraph(CONFIDENCE),
     )
-    if len(devices) > 1:
-        doc.add(fleet_table({d.name: d.docs for d in devices}))
+    fleet = fleet_table({d.name: d.docs for d in devices})
+    if len(devices) > 1 and fleet.rows:
+        doc.add(fleet)
     for d in devices:
         doc.add(*device_summary(d.name, d.docs, d.topology))
         if d.twin_agreement:

@@ -28,11 +28,20 @@ class Quantity:
     unit: str = ""
     confidence: float | None = None
     reason: str = ""
+    not_applicable: bool = False  # the device lacks it: the data decided, nothing to measure
+
+    @property
+    def state(self) -> str:
+        """The report's one vocabulary: measured / undetermined / not applicable."""
+        if self.value is not None:
+            return "measured"
+        return "not applicable" if self.not_applicable else "undetermined"
 
 
 @dataclass(frozen=True)
 class Verdict:
-    status: str  # "agrees", "differs", "undetermined", "no paper value"
+    status: str  # "agrees", "differs", "undetermined", "not applicable", "not measured",
+    # "no paper value"
     text: str  # the difference, or why it cannot be compared
 
 
@@ -47,11 +56,15 @@ def lookup(doc: dict[str, Any] | None, path: str) -> Quantity | None:
     if isinstance(node, dict):
         if "value" not in node:
             return None
+        lacks = node["value"] is None and "not_applicable" in node
         return Quantity(
             node["value"],
             node.get("unit", ""),
             node.get("confidence"),
-            node.get("undetermined", "") if node["value"] is None else "",
+            (node["not_applicable"] if lacks else node.get("undetermined", ""))
+            if node["value"] is None
+            else "",
+            not_applicable=lacks,
         )
     return Quantity(node)
 
@@ -129,7 +142,9 @@ def verdict(measured: Quantity | None, paper: tuple[Any, str] | None, *, timing:
     if paper is None or paper[0] is None:
         return Verdict("no paper value", "")
     if measured is None:
-        return Verdict("undetermined", "not measured in this run")
+        return Verdict("not measured", "not in this run")
+    if measured.not_applicable:
+        return Verdict("not applicable", measured.reason)
     if measured.value is None:
         return Verdict("undetermined", measured.reason or "no reason recorded")
     m, p = measured.value, paper[0]

@@ -12,6 +12,14 @@ from ..datafiles import PAPERS_DIR
 PAPERS = PAPERS_DIR
 
 
+def unset(q: dict[str, Any], *, sep: str = ": ", end: str = "") -> str:
+    """A quantity with no value in the report's vocabulary: "not applicable" (the device lacks
+    it) or "undetermined" (the data do not decide), with the document's reason."""
+    if "not_applicable" in q:
+        return f"not applicable{sep}{q['not_applicable']}{end}"
+    return f"undetermined{sep}{q.get('undetermined', 'no reason recorded')}{end}"
+
+
 def paper_values(filename: str, doc: dict[str, Any]) -> dict[str, Any] | None:
     """The cited paper values for the GPU a result document was measured on, if the paper has
     that GPU (matched by the device name in the trace's provenance, never by the profile)."""
@@ -36,7 +44,7 @@ def _fmt(q: dict[str, Any] | None, unit_fmt=str) -> str:
     if not q:
         return "—"
     if q.get("value") is None:
-        return f"undetermined: {q.get('undetermined', 'no reason recorded')}"
+        return unset(q)
     return unit_fmt(q["value"])
 
 
@@ -44,10 +52,10 @@ def l1_size_section(doc: dict[str, Any], figures: list[str]) -> list[str]:
     element = next(iter(doc["elements"]))
     lines = [f"### Cache size on the `{doc['path']}` path ({element}), fine-grained P-chase", ""]
     if not doc["series"]:
-        return lines + [
-            f"- Undetermined: {doc['elements'][element]['size_bytes']['undetermined']}.",
-            "",
-        ]
+        q = doc["elements"][element]["size_bytes"]
+        if "not_applicable" in q:
+            return lines + [f"- Not applicable: {q['not_applicable']}.", ""]
+        return lines + [f"- Undetermined: {q.get('undetermined', 'no reason recorded')}.", ""]
     lines += [
         "| carveout | shared buffer | size | hit latency | confidence | evidence |",
         "| --- | --- | --- | --- | --- | --- |",
@@ -117,9 +125,7 @@ def pchase_classic_section(doc: dict[str, Any], figures: list[str]) -> list[str]
         for m in ("saavedra", "wong"):
             q = inf[m].get(key, {})
             cells.append(
-                unit_fmt(q["value"])
-                if q.get("value") is not None
-                else f"undetermined ({q.get('undetermined', '—')})"
+                unit_fmt(q["value"]) if q.get("value") is not None else unset(q, sep=" (", end=")")
             )
         lines.append(f"| {label} | {cells[0]} | {cells[1]} |")
     c = doc["contradiction"]
@@ -173,7 +179,7 @@ def l2_section(doc: dict[str, Any], figures: list[str]) -> list[str]:
         if q is None:
             continue
         if q.get("value") is None:
-            lines.append(f"- {label}: undetermined: {q.get('undetermined')}")
+            lines.append(f"- {label}: {unset(q)}")
             continue
         text = f"**{unit_fmt(q['value'])}**"
         if q.get("bracket_bytes"):

@@ -53,6 +53,8 @@ def _cell(key: str, q: dict | None) -> str:
         return "—"
     if q.get("value") is None and q.get("lower_bound") is not None:
         return f"> {_value(key, q['lower_bound'])}"
+    if q.get("value") is None and "not_applicable" in q:
+        return "not applicable"
     if q.get("value") is None:
         reason = str(q.get("undetermined", "no reason recorded"))
         return "undetermined" + (": not bit-defined" if reason.startswith("not bit-") else "")
@@ -70,13 +72,15 @@ def stage1_section(doc: dict[str, Any], figures: list[str]) -> list[str]:
     notes = []
     for path, entry in doc["paths"].items():
         if not entry.get("measured"):
-            notes.append(f"- `{path}`: not measured ({entry.get('reason')}).")
+            state = "not applicable" if entry.get("not_applicable") else "not measured"
+            notes.append(f"- `{path}`: {state} ({entry.get('reason')}).")
             continue
         for lv in entry["levels"]:
             if lv.get("served_by"):
                 notes.append(
                     f"- `{path}` is served at the {lv['served_by']} latency level "
-                    f"({lv['reference_hit_latency_cycles']:.0f} cycles): no {lv['element']} on it."
+                    f"({lv['reference_hit_latency_cycles']:.0f} cycles): no {lv['element']} on it "
+                    "(not applicable)."
                 )
                 continue
             cells = [

@@ -139,6 +139,14 @@ def _comparison(gpu: str | None, path: str) -> tuple[dict[str, Any], str]:
     return {}, ""
 
 
+def _cap(caps: dict[str, Any], key: str, unit: str = "") -> str:
+    """A capacity the classification used, or why there is none (never "None")."""
+    value = caps.get(key)
+    if value is None:
+        return "not measured"
+    return f"{value}{unit}"
+
+
 def latency_patterns_section(doc: dict[str, Any], figures: list[str]) -> list[str]:
     caps = doc.get("capacities", {})
     lines = [
@@ -146,11 +154,11 @@ def latency_patterns_section(doc: dict[str, Any], figures: list[str]) -> list[st
         "",
         "Each access of a cold non-uniform-stride P-chase is classified from its address "
         "sequence (first touch of a page, page reuse distance against the measured L1/L2 TLB "
-        f"entries {caps.get('l1_entries')}/{caps.get('l2_entries')}, 32-byte sector reuse, "
-        f"page-table window {caps.get('window_bytes')} bytes, page {caps.get('page_bytes')} "
-        "bytes). Paper column: NPC Table 3 where it has the GPU, else TPDS Fig. 14 plus the "
-        "timing overhead of TPDS Sec. 4.2 (20 cycles Fermi, 32 Kepler, 16 Maxwell), since a "
-        "P-chase reads latencies with that overhead.",
+        f"entries {_cap(caps, 'l1_entries')}/{_cap(caps, 'l2_entries')}, 32-byte sector reuse, "
+        f"page-table window {_cap(caps, 'window_bytes', ' bytes')}, page "
+        f"{_cap(caps, 'page_bytes', ' bytes')}). Paper column: NPC Table 3 where it has the "
+        "GPU, else TPDS Fig. 14 plus the timing overhead of TPDS Sec. 4.2 (20 cycles Fermi, "
+        "32 Kepler, 16 Maxwell), since a P-chase reads latencies with that overhead.",
         "",
     ]
     gpu = _gpu_key(doc)

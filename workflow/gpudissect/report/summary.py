@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .compare import Quantity, confidence, fmt, lookup, paper_value, verdict
+from .labels import column_label, device_label
 from .model import Block, Bullets, Heading, Paragraph, Table
 
 
@@ -122,7 +123,9 @@ VERDICTS = (
     "Each measured value stands beside the paper's, marked **agrees** (sizes, lines, sets, "
     "entries and banks equal; latencies and throughputs within 10 % of the paper's), "
     "**differs** (with the difference) or **undetermined** (with the reason: the data do not "
-    "decide it). A cell with no paper value has no mark."
+    "decide it). A value is **not applicable** where the device lacks what it describes (a load "
+    "path, a cache on a path: the data decided that) and **not measured** where this run has no "
+    "experiment for it. A cell with no paper value has no mark."
 )
 
 
@@ -130,7 +133,7 @@ def measured_cell(q: Quantity | None, unit: str) -> str:
     if q is None:
         return "not measured"
     if q.value is None:
-        return "undetermined"
+        return q.state
     return fmt(q.value, unit)
 
 
@@ -150,22 +153,28 @@ def _verdict_cell(h: Headline, q: Quantity | None, doc: dict[str, Any] | None) -
     paper_cell = "—" if p is None or p[0] is None else fmt(p[0], h.unit)
     if v.status == "no paper value":
         return paper_cell, ""
-    mark = v.status if not v.text or v.status == "undetermined" else f"{v.status}: {v.text}"
+    plain = ("undetermined", "not applicable", "not measured")
+    mark = v.status if not v.text or v.status in plain else f"{v.status}: {v.text}"
     return paper_cell, mark
 
 
-def undetermined(docs: dict[str, dict[str, Any]]) -> list[str]:
-    """Every element-level quantity a document leaves undetermined, the quantities of one
-    element that share a reason on one line."""
+def undetermined(docs: dict[str, dict[str, Any]], *, lacking: bool = False) -> list[str]:
+    """Every element-level quantity a document leaves undetermined (or, `lacking`, marks not
+    applicable: the device lacks it), the quantities of one element that share a reason on
+    one line."""
     groups: dict[tuple[str, str, str], list[str]] = {}
     for exp, doc in docs.items():
         for element, qs in (doc.get("elements") or {}).items():
             if not isinstance(qs, dict):
                 continue
             for name, q in qs.items():
-                if isinstance(q, dict) and "value" in q and q["value"] is None:
-                    reason = q.get("undetermined") or "no reason recorded"
-                    groups.setdefault((element, exp, reason), []).append(name)
+                if not (isinstance(q, dict) and "value" in q and q["value"] is None):
+                    continue
+                if ("not_applicable" in q) != lacking:
+                    continue
+                key = "not_applicable" if lacking else "undetermined"
+                reason = q.get(key) or "no reason recorded"
+                groups.setdefault((element, exp, reason), []).append(name)
     return [
         f"`{element}`: {', '.join(f'`{n}`' for n in names)} ({exp}): {_gist(reason)}"
         for (element, exp, reason), names in groups.items()
@@ -195,14 +204,19 @@ def _topology_paper(gpu: str) -> tuple[dict[str, Any], str | None]:
     return {}, None
 
 
-def topology_table(topology: dict[str, Any]) -> list[Block]:
+def topology_table(topology: dict[str, Any], name: str = "") -> list[Block]:
     """The topology table in the form of Thesis Tables 5.4-5.9, a paper's values in brackets."""
     from .topology_table import topology_table as table_of
 
     values, paper = _topology_paper(topology.get("gpu") or "")
     t = table_of(topology, values, paper)
+    device = name or topology.get("device") or "device"
+    if not t.rows:  # no element measured: no table of headers alone, no legend of nothing
+        return [
+            Paragraph(f"The topology document (results/topology/{device}.json) has no element.")
+        ]
     return [
-        Table(t.header, t.rows, caption="Memory topology (results/topology/<device>.json)"),
+        Table(t.header, t.rows, caption=f"Memory topology (results/topology/{device}.json)"),
         Paragraph(" ".join(t.notes)),
     ]
 
@@ -218,10 +232,9 @@ def _label(h: Headline, docs: dict[str, dict[str, Any]]) -> str:
 def device_summary(
     name: str, docs: dict[str, dict[str, Any]], topology: dict | None
 ) -> list[Block]:
-    gpu = next(iter(docs.values()), {}).get("device_info", {}).get("name", "")
-    blocks: list[Block] = [Heading(2, f"{name}" + (f" ({gpu})" if gpu and gpu != name else ""))]
+    blocks: list[Block] = [Heading(2, device_label(name, docs, topology))]
     if topology:
-        blocks += topology_table(topology)
+        blocks += topology_table(topology, name)
     rows = []
     for h, q in headline_rows(docs):
         paper_cell, mark = _verdict_cell(h, q, docs.get(h.experiment))
@@ -237,6 +250,12 @@ def device_summary(
         blocks += [Paragraph(f"Undetermined ({len(missing)}):"), Bullets(tuple(missing))]
     elif docs:
         blocks.append(Paragraph("Nothing is undetermined."))
+    lacking = undetermined(docs, lacking=True)
+    if lacking:
+        blocks += [
+            Paragraph(f"Not applicable ({len(lacking)}, the device lacks it):"),
+            Bullets(tuple(lacking)),
+        ]
     return blocks
 
 
@@ -249,5 +268,8 @@ def fleet_table(devices: dict[str, dict[str, dict[str, Any]]]) -> Table:
         if any(c != "not measured" for c in cells):
             rows.append((h.label, *cells))
     return Table(
-        ("quantity", *names), tuple(rows), caption="Headline values across devices", name="fleet"
+        ("quantity", *(column_label(d, devices[d]) for d in names)),
+        tuple(rows),
+        caption="Headline values across devices",
+        name="fleet",
     )

@@ -7,6 +7,7 @@ The table is data (`TopologyTable`): the Markdown and LaTeX renderings format th
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -63,6 +64,8 @@ def _fmt(quantity: str, value: Any) -> str:
 
 def _cell(element, quantity, entry, paper_values) -> str:
     measured = _fmt(quantity, entry.get("value")) if entry else "-"
+    if entry and entry.get("value") is None and "not_applicable" in entry:
+        measured = "not applicable"
     if entry and entry.get("value") is None and "lower_bound" in entry:
         measured = f"> {fmt_bytes(float(entry['lower_bound']))}"
     if entry and entry.get("carveout_pct") is not None and quantity == "size_bytes":
@@ -114,10 +117,7 @@ def topology_table(
     notes = []
     if paper:
         notes.append(f"[bracketed]: {paper}.")
-    notes.append(
-        "@N%: the L1/shared carveout the size was measured at; (driver ...): what the driver "
-        "reports; -: not measured on this device; undetermined: measured, the data do not decide."
-    )
+    notes.append(_legend(rows))
     notes.append(_timing_note(topology))
     return TopologyTable(
         device=topology["device"],
@@ -126,6 +126,23 @@ def topology_table(
         rows=tuple(rows),
         notes=tuple(notes),
     )
+
+
+def _legend(rows: list[tuple[str, ...]]) -> str:
+    """The marks this table uses, and only those."""
+    cells = [c for row in rows for c in row[1:]]
+    marks = []
+    if any(re.search(r" @\d+%", c) for c in cells):
+        marks.append("@N%: the L1/shared carveout the size was measured at")
+    if any("(driver" in c for c in cells):
+        marks.append("(driver ...): what the driver reports")
+    if any(c == "-" or c.startswith("- ") for c in cells):
+        marks.append("-: not measured on this device")
+    if any(c.startswith("undetermined") for c in cells):
+        marks.append("undetermined: measured, the data do not decide")
+    if any(c.startswith("not applicable") for c in cells):
+        marks.append("not applicable: the device lacks it")
+    return "; ".join(marks) + "." if marks else ""
 
 
 def _timing_note(topology: dict[str, Any]) -> str:

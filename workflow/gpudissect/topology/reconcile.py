@@ -71,7 +71,10 @@ def _other(r: Reading, chosen: Reading | None, siblings: dict[str, Any]) -> dict
     if r.entry.get("unit") is not None:
         out["unit"] = r.entry["unit"]
     if not r.determined:
-        out["undetermined"] = r.entry.get("undetermined", "")
+        if "not_applicable" in r.entry:
+            out["not_applicable"] = r.entry["not_applicable"]
+        else:
+            out["undetermined"] = r.entry.get("undetermined", "")
         return out
     out["confidence"] = r.entry.get("confidence")
     if chosen is None or not chosen.determined:
@@ -178,5 +181,8 @@ def _point(r: Reading) -> dict[str, Any]:
         if r.entry.get("resolution_bytes") is not None:
             out["resolution_bytes"] = r.entry["resolution_bytes"]
     else:
-        out["undetermined"] = r.entry.get("undetermined", "")
+        if "not_applicable" in r.entry:
+            out["not_applicable"] = r.entry["not_applicable"]
+        else:
+            out["undetermined"] = r.entry.get("undetermined", "")
     return out

@@ -1,0 +1,211 @@
+"""The report tells the truth at a glance (issue 34): a simulated device is labelled simulated
+wherever its numbers stand, the state words (measured / undetermined / not applicable / not
+measured) match the documents, no template text leaks, and a legend names only marks its table
+uses. Checked over every document and the rendered report (Markdown and LaTeX) of a small
+default-style run: the papers' Fermi and Kepler twins, on the load paths where the Fermi twin
+lacks the read-only path and the Kepler twin's `ca` path has no L1."""
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+from gpudissect.config import load
+from gpudissect.families import FAMILIES, family
+from gpudissect.report.build import DeviceData
+from gpudissect.report.render import render_report
+from gpudissect.report.studies import STUDIES
+from gpudissect.sweep import run_experiment
+from gpudissect.topology import build_topology, validate_topology
+from gpudissect.traces import read_trace
+
+REPO = Path(__file__).resolve().parents[2]
+
+# The default config's twins, each on the load path that shows a state other than "measured".
+CONFIG = """
+devices:
+  - name: gtx560ti
+    backend: sim
+    profile: {repo}/config/devices/gtx560ti.yaml
+    seed: 1
+    experiments:
+      l1_size:
+        path: nc
+        stride_bytes: 32
+        array_bytes: {{start: 4096, stop: 8192, step: 512}}
+  - name: gtx780
+    backend: sim
+    profile: {repo}/config/devices/gtx780.yaml
+    seed: 1
+    experiments:
+      cache_stage1:
+        paths:
+          ca: {{levels: [{{array_bytes: {{start: 2048, stop: 32768, step: 2048}}}}]}}
+report:
+  title: report truth
+"""
+
+RUNS = {"gtx560ti": ("l1_size",), "gtx780": ("cache_stage1",)}
+TEMPLATE = re.compile(r"\bNone\b|\bnan\b|\bNaN\b|<device>|\$<\$device\$>\$")
+UNFILLED = re.compile(r"\{[a-z_]+\}")  # a format field left in the Markdown
+SIM_HEADING = re.compile(r"twin \(simulated")
+STATE_WORDS = ("undetermined", "not applicable")
+
+
+@pytest.fixture(scope="module")
+def run(tmp_path_factory):
+    work = tmp_path_factory.mktemp("truth")
+    (work / "config.yaml").write_text(CONFIG.format(repo=REPO))
+    cfg = load(work / "config.yaml", base_dir=REPO)
+    devices = []
+    for dev in cfg.devices:
+        docs = {}
+        for exp in RUNS[dev.name]:
+            trace = run_experiment(dev, exp, out=work / "traces" / dev.name / f"{exp}.parquet")
+            t = read_trace(trace, schema=family(exp).schema)
+            doc = family(exp).analyse(t.data, provenance=t.provenance)
+            path = work / "analysis" / dev.name / f"{exp}.json"
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(json.dumps(doc))
+            docs[exp] = json.loads(path.read_text())
+        topo = build_topology(
+            dev.name, sorted((work / "analysis" / dev.name).glob("*.json")), tuple(FAMILIES)
+        )
+        validate_topology(topo)
+        devices.append(DeviceData(dev.name, docs, topology=topo, run_name=dev.name))
+    out = work / "report" / "report.md"
+    render_report(devices, title="report truth", out=out, studies=list(STUDIES.values()))
+    return {
+        "devices": devices,
+        "md": out.read_text(),
+        "tex": out.with_suffix(".tex").read_text(),
+    }
+
+
+def report_defects(md: str, tex: str, devices: list[DeviceData]) -> list[str]:
+    """Every defect of issue 34's kinds in a rendered report, one line each."""
+    found = []
+    for kind, text in (("md", md), ("tex", tex)):
+        for n, line in enumerate(text.splitlines(), 1):
+            m = TEMPLATE.search(line) or (UNFILLED.search(line) if kind == "md" else None)
+            if m:
+                found.append(f"{kind}:{n}: template text {m[0]!r}: {line[:120]}")
+    lines = md.splitlines()
+    sim = {d.name for d in devices if (d.topology or {}).get("backend") == "sim"}
+    for n, line in enumerate(lines, 1):
+        # a heading that names a simulated device says it is simulated
+        if line.startswith("#"):
+            for name in sim:
+                if re.search(rf"\b{name}\b", line) and not SIM_HEADING.search(line):
+                    found.append(f"md:{n}: heading of simulated {name} without the label: {line}")
+        # a table header naming a simulated device says so in its column
+        if line.startswith("| quantity |"):
+            for cell in line.strip("|").split("|"):
+                if cell.strip() in sim:
+                    found.append(f"md:{n}: column {cell.strip()!r} without '(simulated)'")
+    if (
+        sim
+        and "Recovered from a simulation" not in md.split("## Summary", 1)[-1].split("\n## ", 1)[0]
+    ):
+        found.append("md: the summary does not open with what was simulated")
+    if "Measured on hardware in this run" not in md:
+        found.append("md: the summary does not say what was measured on hardware")
+    # legends name only marks their table uses
+    for n, line in enumerate(lines, 1):
+        if line.startswith("_") and "@N%" in line:
+            table = _table_above(lines, n - 1)
+            if not re.search(r" @\d+%", table):
+                found.append(f"md:{n}: legend for '@N%' on a table without it")
+        if line.startswith("_") and "(driver ...)" in line:
+            if "(driver" not in _table_above(lines, n - 1).replace("(driver ...)", ""):
+                found.append(f"md:{n}: legend for '(driver ...)' on a table without it")
+    found += _state_defects(md, devices)
+    return found
+
+
+def _table_above(lines: list[str], i: int) -> str:
+    while i > 0 and not lines[i - 1].startswith("|"):
+        i -= 1
+    rows = []
+    while i > 0 and lines[i - 1].startswith("|"):
+        rows.append(lines[i - 1])
+        i -= 1
+    return "\n".join(rows)
+
+
+def _state_defects(md: str, devices: list[DeviceData]) -> list[str]:
+    """A quantity the documents mark not applicable must not read "undetermined" in the report,
+    and one they leave undetermined must not read "not applicable"."""
+    found = []
+    for d in devices:
+        for exp, doc in d.docs.items():
+            for element, qs in (doc.get("elements") or {}).items():
+                for name, q in (qs or {}).items():
+                    if not isinstance(q, dict) or q.get("value") is not None or "value" not in q:
+                        continue
+                    wrong = "undetermined" if "not_applicable" in q else "not applicable"
+                    for line in md.splitlines():
+                        if f"`{element}`" in line and f"`{name}`" in line and f"({exp})" in line:
+                            if wrong in line.lower() or _section_word(md, line) == wrong:
+                                found.append(f"{d.name} {exp} {element}.{name}: shown {wrong}")
+    # the cache stage-1 notes: a path served at another level has no such cache (decided)
+    for n, line in enumerate(md.splitlines(), 1):
+        if "latency level" in line and "served at" in line and "undetermined" in line:
+            found.append(f"md:{n}: a decided path reads undetermined: {line[:120]}")
+    for n, line in enumerate(md.splitlines(), 1):
+        if "has no `" in line and "load path" in line and "undetermined" in line.lower():
+            found.append(f"md:{n}: a missing load path reads undetermined: {line[:120]}")
+    return found
+
+
+def _section_word(md: str, line: str) -> str:
+    """The state word of the bullet list `line` stands in ("Undetermined (n):")."""
+    before = md[: md.index(line)].rstrip().splitlines()
+    for prev in reversed(before):
+        if not prev.startswith("- "):
+            return prev.split(" (")[0].strip().lower()
+    return ""
+
+
+def test_the_run_exercises_every_state(run):
+    states = set()
+    for d in run["devices"]:
+        for doc in d.docs.values():
+            for qs in (doc.get("elements") or {}).values():
+                for q in (qs or {}).values():
+                    if isinstance(q, dict) and "value" in q:
+                        states.add(
+                            "measured"
+                            if q["value"] is not None
+                            else "not applicable"
+                            if "not_applicable" in q
+                            else "undetermined"
+                        )
+    assert "not applicable" in states and "measured" in states
+
+
+def test_the_report_has_none_of_the_defects(run):
+    assert report_defects(run["md"], run["tex"], run["devices"]) == []
+
+
+def test_the_summary_opens_with_what_was_simulated(run):
+    summary = run["md"].split("# Summary", 1)[1].split("\n#", 1)[0]
+    assert "**Measured on hardware in this run**: none (no device measured on hardware" in summary
+    assert "gtx560ti: GeForce GTX 560 Ti twin (simulated from" in summary
+    assert "not a hardware measurement" in summary
+    assert "GTX 560 Ti twin (simulated" in run["tex"].split("\\section", 2)[1]
+
+
+def test_the_checker_catches_each_defect(run):
+    md, devices = run["md"], run["devices"]
+    bad = md.replace("### gtx560ti: GeForce GTX 560 Ti twin (simulated from", "### gtx560ti (")
+    assert any("without the label" in f for f in report_defects(bad, run["tex"], devices))
+    bad = md + "\nthe page-table window None bytes\n"
+    assert any("template text 'None'" in f for f in report_defects(bad, run["tex"], devices))
+    bad = md + "\n| quantity | gtx780 |\n|---|---|\n| x | 1 |\n"
+    assert any("without '(simulated)'" in f for f in report_defects(bad, run["tex"], devices))
+    bad = md + "\n| a | b |\n|---|---|\n| x | 1 KiB |\n\n_@N%: the carveout_\n"
+    assert any("'@N%'" in f for f in report_defects(bad, run["tex"], devices))
+    bad = md.replace("Not applicable (", "Undetermined (")
+    assert any("shown undetermined" in f for f in report_defects(bad, run["tex"], devices))
