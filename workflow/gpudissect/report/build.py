@@ -269,13 +269,14 @@ def build_document(
 ) -> Document:
     doc = Document(title)
     doc.add(
+        Heading(1, "Summary"),
+        # what was measured on hardware and what was simulated comes first (issue 34)
+        Paragraph(provenance_paragraph({d.name: d.docs for d in devices})),
         Paragraph(
             "Every number below was derived by an analysis rule from a trace; paper values "
             "appear only as the column they are compared against, each cited to its table or "
             "figure."
         ),
-        Heading(1, "Summary"),
-        Paragraph(provenance_paragraph({d.name: d.docs for d in devices})),
         Paragraph(VERDICTS),
         Paragraph(CONFIDENCE),
     )
