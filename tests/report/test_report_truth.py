@@ -139,31 +139,48 @@ def _state_defects(md: str, devices: list[DeviceData]) -> list[str]:
     and one they leave undetermined must not read "not applicable"."""
     found = []
     for d in devices:
+        part = _summary_part(md, d.name)
         for exp, doc in d.docs.items():
             for element, qs in (doc.get("elements") or {}).items():
                 for name, q in (qs or {}).items():
                     if not isinstance(q, dict) or q.get("value") is not None or "value" not in q:
                         continue
                     wrong = "undetermined" if "not_applicable" in q else "not applicable"
-                    for line in md.splitlines():
-                        if f"`{element}`" in line and f"`{name}`" in line and f"({exp})" in line:
-                            if wrong in line.lower() or _section_word(md, line) == wrong:
+                    for line in part.splitlines():
+                        if not (line.startswith(f"- `{element}`:") and f"({exp})" in line):
+                            continue
+                        if f"`{name}`" in line.split(f"({exp})")[0]:
+                            if _section_word(part, line) == wrong:
                                 found.append(f"{d.name} {exp} {element}.{name}: shown {wrong}")
     # the cache stage-1 notes: a path served at another level has no such cache (decided)
     for n, line in enumerate(md.splitlines(), 1):
         if "latency level" in line and "served at" in line and "undetermined" in line:
             found.append(f"md:{n}: a decided path reads undetermined: {line[:120]}")
+    decided = ("served at the", "served by the", "has no such load path", "load path, so nothing")
     for n, line in enumerate(md.splitlines(), 1):
+        if line.startswith("- ") and any(d in line for d in decided):
+            if _section_word(md, line).startswith("undetermined"):
+                found.append(f"md:{n}: a decided quantity listed as undetermined: {line[:120]}")
         if "has no `" in line and "load path" in line and "undetermined" in line.lower():
             found.append(f"md:{n}: a missing load path reads undetermined: {line[:120]}")
     return found
+
+
+def _summary_part(md: str, device: str) -> str:
+    """The device's part of the summary: from its heading to the next heading."""
+    lines = md.splitlines()
+    for i, line in enumerate(lines):
+        if line.startswith(f"### {device}:") or line.startswith(f"### {device} ("):
+            end = next((j for j in range(i + 1, len(lines)) if lines[j].startswith("#")), None)
+            return "\n".join(lines[i:end])
+    return ""
 
 
 def _section_word(md: str, line: str) -> str:
     """The state word of the bullet list `line` stands in ("Undetermined (n):")."""
     before = md[: md.index(line)].rstrip().splitlines()
     for prev in reversed(before):
-        if not prev.startswith("- "):
+        if prev.strip() and not prev.startswith("- "):
             return prev.split(" (")[0].strip().lower()
     return ""
 
@@ -207,5 +224,5 @@ def test_the_checker_catches_each_defect(run):
     assert any("without '(simulated)'" in f for f in report_defects(bad, run["tex"], devices))
     bad = md + "\n| a | b |\n|---|---|\n| x | 1 KiB |\n\n_@N%: the carveout_\n"
     assert any("'@N%'" in f for f in report_defects(bad, run["tex"], devices))
-    bad = md.replace("Not applicable (", "Undetermined (")
+    bad = md.replace("Not applicable (", "Undetermined (")  # the lists' state words swapped
     assert any("shown undetermined" in f for f in report_defects(bad, run["tex"], devices))

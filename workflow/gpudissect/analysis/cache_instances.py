@@ -18,7 +18,7 @@ from .disturbance import (
     NAMING_RULE,
     disturbance,
     header_fields,
-    skipped_reasons,
+    skipped_quantities,
     walk_latencies,
 )
 from .result import quantity, undetermined
@@ -76,12 +76,12 @@ def analyse(data: pd.DataFrame, *, provenance: dict, inputs: dict | None = None)
     alpha = params.get("alpha", 0.01)
     min_excess = params.get("min_excess_miss_fraction", 0.25)
     measured = sorted(set(data["path_a"])) if len(data) else []
-    reasons = skipped_reasons((inputs or {}).get("cache_stage1"), set(paths) - set(measured))
+    skipped = skipped_quantities((inputs or {}).get("cache_stage1"), set(paths) - set(measured))
     elements = {}
     for path in paths:
         element = ELEMENT_OF_PATH[path]
         if path not in measured:
-            elements[element] = {"path": path, "instances_per_sm": undetermined(reasons[path])}
+            elements[element] = {"path": path, "instances_per_sm": skipped[path]}
             continue
         tests = warp_tests(data, path, alpha=alpha, min_excess=min_excess)
         elements[element] = {

@@ -19,7 +19,7 @@ from .disturbance import (
     NAMING_RULE,
     disturbance,
     header_fields,
-    skipped_reasons,
+    skipped_quantities,
     walk_latencies,
 )
 from .result import quantity, undetermined
@@ -91,14 +91,14 @@ def analyse(data: pd.DataFrame, *, provenance: dict, inputs: dict | None = None)
             min_excess=params.get("min_excess_miss_fraction", 0.25),
         )
     measured = sorted(set(data["path_a"])) if len(data) else []
-    reasons = skipped_reasons((inputs or {}).get("cache_stage1"), set(paths) - set(measured))
+    skipped = skipped_quantities((inputs or {}).get("cache_stage1"), set(paths) - set(measured))
     elements = {}
     for path in paths:
         element = ELEMENT_OF_PATH[path]
         if path in measured:
             elements[element] = {"path": path, "shared_with": _shared_with(path, pairs)}
         else:
-            elements[element] = {"path": path, "shared_with": undetermined(reasons[path])}
+            elements[element] = {"path": path, "shared_with": skipped[path]}
     return header_fields("cache_sharing", provenance, data) | {
         "pairs": pairs,
         "elements": elements,

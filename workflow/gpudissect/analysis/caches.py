@@ -14,7 +14,7 @@ import pandas as pd
 from . import cache_structure as cs
 from . import replacement as rp
 from .level_size import Classifier
-from .result import quantity, undetermined
+from .result import not_applicable, quantity, undetermined
 
 STAGE1_KEYS = (
     "size_bytes",
@@ -267,9 +267,14 @@ def analyse(data: pd.DataFrame, *, provenance: dict, inputs: dict | None = None)
                 "stage 2 did not run on this cache (its path is disabled in caches.paths, or "
                 "stage 1 left its size or line undetermined)"
             )
+            unset = not_applicable if el.get("served_by") else undetermined
             for k in STAGE2_KEYS:
-                entry.setdefault(k, undetermined(reason))
+                entry.setdefault(k, unset(reason))
     for el in elements.values():
+        if el.get("served_by"):  # stage 1 found no cache of its own on the path
+            for k in STAGE1_KEYS:
+                lacks = f"the {el.get('path')} path has no cache of its own"
+                el.setdefault(k, not_applicable(lacks))
         for k in STAGE1_KEYS:
             el.setdefault(k, undetermined("not in the stage-1 result"))
     return {

@@ -106,10 +106,25 @@ NAMING_RULE = (
 def skipped_reasons(stage1_source: str | None, paths) -> dict[str, str]:
     """Why the sweep left a path out, from the device's cache_stage1 result (the sweep used the
     same document): the path is missing, served by the L2, or has no size or line."""
+    return {p: reason for p, (reason, _) in _skipped(stage1_source, paths).items()}
+
+
+def skipped_quantities(stage1_source: str | None, paths) -> dict[str, dict]:
+    """The quantity of each path the sweep left out: not applicable where stage 1 found the
+    device lacks the path or its cache (served by the L2), else undetermined."""
+    from .result import not_applicable, undetermined
+
+    return {
+        p: (not_applicable(reason) if lacking else undetermined(reason))
+        for p, (reason, lacking) in _skipped(stage1_source, paths).items()
+    }
+
+
+def _skipped(stage1_source: str | None, paths) -> dict[str, tuple[str, bool]]:
     import json
 
     if not stage1_source:
-        return {p: "no cache_stage1 result to size the arrays from" for p in paths}
+        return {p: ("no cache_stage1 result to size the arrays from", False) for p in paths}
     with open(stage1_source) as f:
         stage1 = json.load(f)
     out = {}
@@ -117,11 +132,12 @@ def skipped_reasons(stage1_source: str | None, paths) -> dict[str, str]:
         entry = stage1.get("paths", {}).get(p, {})
         levels = entry.get("levels") or []
         if not levels:
-            out[p] = f"stage 1: {entry.get('reason', 'the path was not measured')}"
+            reason = f"stage 1: {entry.get('reason', 'the path was not measured')}"
+            out[p] = (reason, bool(entry.get("not_applicable")))
         elif levels[0].get("served_by"):
-            out[p] = f"stage 1: the {p} path is served by the {levels[0]['served_by']}"
+            out[p] = (f"stage 1: the {p} path is served by the {levels[0]['served_by']}", True)
         else:
-            out[p] = "stage 1 found no size (or no line) for the first cache of this path"
+            out[p] = ("stage 1 found no size (or no line) for the first cache of this path", False)
     return out
 
 

@@ -9,6 +9,7 @@ from typing import Any
 from gpudissect import yamlio
 
 from ..datafiles import paper_file
+from .sections import unset
 
 PAPER_FILE = paper_file("tpds_table5.yaml")
 QUANTITIES = (
@@ -151,7 +152,7 @@ def caches_section(doc: dict[str, Any], figures: list[str]) -> list[str]:
             row.append(_cell(key, q))
             lines.append("| " + " | ".join(row) + " |")
             if q.get("value") is None and key in ("sets", "set_index_bits", "policy"):
-                reasons.append(f"- {name} {label}: {q['undetermined']}")
+                reasons.append(f"- {name} {label}: {unset(q)}")
     lines += ["", *dict.fromkeys(reasons), ""]
     if paper:
         lines += [

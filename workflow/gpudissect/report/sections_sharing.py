@@ -27,7 +27,9 @@ def _names(v: list) -> str:
 def _measured(q: dict, fmt) -> str:
     if q.get("value") is None:
         bound = q.get("lower_bound")
-        return f"at least {bound}" if bound is not None else "undetermined"
+        if bound is not None:
+            return f"at least {bound}"
+        return "not applicable" if "not_applicable" in q else "undetermined"
     return f"{fmt(q['value'])} (confidence {q.get('confidence', 0):.2f})"
 
 
@@ -47,7 +49,7 @@ def _table(doc: dict, key: str, label: str, fmt) -> list[str]:
         row.append(_measured(q, fmt))
         lines.append("| " + " | ".join(row) + " |")
         if q.get("value") is None:
-            notes.append(f"- {name}: {q.get('undetermined')}")
+            notes.append(f"- {name}: {q.get('not_applicable') or q.get('undetermined')}")
         else:
             notes.append(f"- {name}: {q.get('evidence')}")
     lines += ["", *notes, ""]
