@@ -99,6 +99,10 @@ def report_defects(md: str, tex: str, devices: list[DeviceData]) -> list[str]:
             for name in sim:
                 if re.search(rf"\b{name}\b", line) and not SIM_HEADING.search(line):
                     found.append(f"md:{n}: heading of simulated {name} without the label: {line}")
+        if line.startswith("| quantity | measured |") and any(
+            re.search(rf"^### {name}\b", prev) for name in sim for prev in _last_heading(lines, n)
+        ):
+            found.append(f"md:{n}: a simulated device's value column reads 'measured'")
         # a table header naming a simulated device says so in its column
         if line.startswith("| quantity |"):
             for cell in line.strip("|").split("|"):
@@ -122,6 +126,14 @@ def report_defects(md: str, tex: str, devices: list[DeviceData]) -> list[str]:
                 found.append(f"md:{n}: legend for '(driver ...)' on a table without it")
     found += _state_defects(md, devices)
     return found
+
+
+def _last_heading(lines: list[str], n: int) -> list[str]:
+    """The heading above line `n` (1-based), as a one-item list (none: empty)."""
+    for prev in reversed(lines[: n - 1]):
+        if prev.startswith("#"):
+            return [prev]
+    return []
 
 
 def _table_above(lines: list[str], i: int) -> str:
@@ -226,3 +238,5 @@ def test_the_checker_catches_each_defect(run):
     assert any("'@N%'" in f for f in report_defects(bad, run["tex"], devices))
     bad = md.replace("Not applicable (", "Undetermined (")  # the lists' state words swapped
     assert any("shown undetermined" in f for f in report_defects(bad, run["tex"], devices))
+    bad = md.replace("| quantity | recovered (simulated) |", "| quantity | measured |")
+    assert any("reads 'measured'" in f for f in report_defects(bad, run["tex"], devices))

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .compare import Quantity, confidence, fmt, lookup, paper_value, verdict
-from .labels import column_label, device_label
+from .labels import column_label, device_label, simulated
 from .model import Block, Bullets, Heading, Paragraph, Table
 
 
@@ -240,7 +240,9 @@ def device_summary(
         paper_cell, mark = _verdict_cell(h, q, docs.get(h.experiment))
         c = confidence(q.confidence) if q is not None and q.value is not None else "—"
         rows.append((_label(h, docs), measured_cell(q, h.unit), c, paper_cell, mark))
-    header = ("quantity", "measured", "confidence", "paper", "verdict")
+    # a twin's values are recovered from a simulation, not measured on hardware
+    value = "recovered (simulated)" if simulated(docs, topology) else "measured"
+    header = ("quantity", value, "confidence", "paper", "verdict")
     if rows and all(r[3] == "—" for r in rows):  # a GPU no paper measured: no empty columns
         header, rows = header[:3], [r[:3] for r in rows]
     if rows:
