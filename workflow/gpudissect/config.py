@@ -21,6 +21,7 @@ from gpudissect import yamlio
 
 from .datafiles import schema_file
 from .exceptions import ConfigError, ProfileError
+from .limits import check_config_limits
 
 if TYPE_CHECKING:  # imported where a config is validated, not by every sweep job
     import jsonschema
@@ -238,6 +239,10 @@ def _merge(base: dict[str, Any], override: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+def _fail_limit(key: str, what: str) -> None:
+    raise ConfigError(f"config: {key}: {what} (limits: config/README.md, section Limits)")
+
+
 def validate(raw: dict[str, Any], *, schema: dict[str, Any] | None = None) -> dict[str, Any]:
     """Validate a raw config against the schema; return a copy with defaults filled."""
     import jsonschema  # here, not at the top: a sweep job reads a config already validated
@@ -245,6 +250,7 @@ def validate(raw: dict[str, Any], *, schema: dict[str, Any] | None = None) -> di
     schema = schema or load_schema()
     if not isinstance(raw, dict):
         raise ConfigError(f"config: expected a mapping at the top level, got {type(raw).__name__}")
+    check_config_limits(raw, _fail_limit)
     validator = jsonschema.Draft202012Validator(schema)
     errors = sorted(validator.iter_errors(raw), key=lambda e: list(map(str, e.absolute_path)))
     if errors:
@@ -428,7 +434,17 @@ def load(path: str | os.PathLike, *, base_dir: str | os.PathLike = ".") -> RunCo
         raise ConfigError(f"config file {str(path)!r} does not exist")
     with open(path) as f:
         try:
-            raw = yamlio.safe_load(f) or {}
+            raw = yamlio.safe_load(f)
         except yaml.YAMLError as exc:
             raise ConfigError(f"{path}: not valid YAML ({exc})") from exc
-    return parse(raw, base_dir=base_dir)
+    if raw is None:
+        raise ConfigError(
+            f"{path}: the config file is empty; it needs at least a `devices:` list "
+            "(see config/config.yaml and config/README.md)"
+        )
+    try:
+        return parse(raw, base_dir=base_dir)
+    except ConfigError as exc:
+        if str(exc).startswith(str(path)):
+            raise
+        raise ConfigError(f"{path}: {exc}") from None

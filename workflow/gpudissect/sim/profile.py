@@ -21,6 +21,7 @@ from gpudissect import yamlio
 
 from ..datafiles import schema_file
 from ..exceptions import ProfileError
+from ..limits import check_profile_limits
 from .banks import SharedSpec
 from .cache import CacheSpec
 from .indexing import IndexSpec
@@ -401,6 +402,10 @@ def _citations(doc: Any, prefix: tuple = ()) -> dict[str, Mapping[str, str]]:
     return out
 
 
+def _fail_limit(file: str, key: str, what: str) -> None:
+    raise ProfileError(f"{file}: {key}: {what} (limits: config/README.md, section Limits)")
+
+
 def load_profile(path: str | os.PathLike, *, schema_path: Path = PROFILE_SCHEMA) -> DeviceProfile:
     """Read, validate and type a device profile; raises ProfileError naming file and field."""
     file = os.fspath(path)
@@ -413,6 +418,8 @@ def load_profile(path: str | os.PathLike, *, schema_path: Path = PROFILE_SCHEMA)
         raise ProfileError(f"{file}: not valid YAML: {e}") from e
     if not isinstance(doc, dict):
         raise ProfileError(f"{file}: a profile is a YAML mapping (see config/README.md)")
+    # before the schema and before any per-set structure: an L2 of 1 TiB is refused at once
+    check_profile_limits(doc, lambda key, what: _fail_limit(file, key, what))
     errors = _schema_errors(doc, schema_path)
     if errors:
         more = f" (and {len(errors) - 1} more: {'; '.join(errors[1:])})" if errors[1:] else ""

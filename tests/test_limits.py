@@ -1,0 +1,118 @@
+"""Bounded inputs (config/README.md, "Limits"): a size far beyond any GPU is refused with the key,
+the value and the limit, at once and before any per-set structure is built.
+
+The limits below are written out from the README's table (1 GiB caches, 2^20 sets, 2^24 lines,
+2^20 TLB entries, 1 TiB config arrays, 10^6 sweep points), not read from gpudissect.limits."""
+
+import resource
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+
+from gpudissect.config import load, validate
+from gpudissect.exceptions import ConfigError, ProfileError
+from gpudissect.sim.profile import load_profile
+
+REPO = Path(__file__).resolve().parents[1]
+TINY = REPO / "tests" / "data" / "tiny_profile.yaml"
+
+
+def _profile(tmp_path, change) -> Path:
+    doc = yaml.safe_load(TINY.read_text())
+    change(doc)
+    path = tmp_path / "huge.yaml"
+    path.write_text(yaml.safe_dump(doc))
+    return path
+
+
+def _refused(path) -> str:
+    """The refusal message; the refusal must take well under a second and almost no memory."""
+    rss_before_kib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    started = time.perf_counter()
+    with pytest.raises(ProfileError) as exc:
+        load_profile(path)
+    assert time.perf_counter() - started < 1.0
+    # ru_maxrss is the peak in KiB: a 2^31-entry tuple would add gigabytes
+    assert resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - rss_before_kib < 50 * 1024
+    return str(exc.value)
+
+
+def test_l2_of_one_tib_is_refused_with_key_value_and_limit(tmp_path):
+    path = _profile(tmp_path, lambda d: d["caches"]["l2"].update(size_bytes=2**40))
+    msg = _refused(path)
+    assert str(path) in msg
+    assert "caches.l2.size_bytes" in msg
+    assert "1099511627776" in msg  # 2^40, the value given
+    assert "1073741824" in msg  # 1 GiB, the limit
+
+
+def test_a_billion_tlb_sets_are_refused(tmp_path):
+    level = {"name": "l1_tlb", "entries": 10**9, "page_bytes": 2**21, "ways": 1}
+    level["miss_penalty_cycles"] = 10
+    path = _profile(tmp_path, lambda d: d.update(tlbs={"levels": [level]}))
+    msg = _refused(path)
+    assert "tlbs.levels.0.entries" in msg and "1000000000" in msg and "1048576" in msg
+
+
+def test_too_many_sets_within_the_byte_limit_are_refused(tmp_path):
+    # 512 MiB of 32 B lines, direct mapped: 2^24 lines (allowed), 2^24 sets (over 2^20)
+    path = _profile(
+        tmp_path, lambda d: d["caches"]["l2"].update(size_bytes=2**29, line_bytes=32, ways=1)
+    )
+    msg = _refused(path)
+    assert "caches.l2.ways" in msg and str(2**24) in msg and str(2**20) in msg
+
+
+def test_too_many_lines_within_the_byte_limit_are_refused(tmp_path):
+    # 1 GiB of 32 B lines is 2^25 lines, over 2^24
+    path = _profile(
+        tmp_path, lambda d: d["caches"]["l2"].update(size_bytes=2**30, line_bytes=32, ways=32)
+    )
+    msg = _refused(path)
+    assert "caches.l2.size_bytes" in msg and str(2**25) in msg and str(2**24) in msg
+
+
+def test_a_profile_at_real_gpu_sizes_still_loads(tmp_path):
+    # an H100-like L2: 50 MiB, 128 B lines, 16 ways (25,600 sets)
+    path = _profile(
+        tmp_path, lambda d: d["caches"]["l2"].update(size_bytes=50 * 2**20, line_bytes=128, ways=16)
+    )
+    assert load_profile(path).caches["l2"].size_bytes == 50 * 2**20
+
+
+def _config(**l1_size):
+    return {
+        "devices": [{"name": "twin", "backend": "sim", "profile": str(TINY)}],
+        "experiments": {"l1_size": l1_size},
+    }
+
+
+def test_config_array_above_one_tib_is_refused():
+    sizes = {"start": 1024, "stop": 2**41, "step": 2**40}
+    with pytest.raises(ConfigError) as exc:
+        validate(_config(array_bytes=sizes))
+    msg = str(exc.value)
+    assert "experiments.l1_size.array_bytes.stop" in msg and str(2**41) in msg
+    assert str(2**40) in msg
+
+
+def test_config_sweep_of_too_many_points_is_refused():
+    sizes = {"start": 128, "stop": 128 + 4 * 2 * 10**6, "step": 4}
+    with pytest.raises(ConfigError) as exc:
+        validate(_config(array_bytes=sizes))
+    msg = str(exc.value)
+    assert "array_bytes.step" in msg and "2000001 points" in msg and "1000000" in msg
+
+
+def test_empty_config_file_is_named(tmp_path):
+    path = tmp_path / "empty.yaml"
+    path.write_text("# nothing here\n")
+    with pytest.raises(ConfigError, match=r"empty\.yaml: the config file is empty"):
+        load(path)
+
+
+def test_missing_config_file_is_named(tmp_path):
+    with pytest.raises(ConfigError, match=r"absent\.yaml.*does not exist"):
+        load(tmp_path / "absent.yaml")
