@@ -49,6 +49,10 @@ MAX_ADDRESS_BYTES = 2**49
 # Any other count in a profile (table entries, CTAs per SM, issue units).
 MAX_PROFILE_COUNT = 2**24
 
+# --- traces ----------------------------------------------------------------------------------
+# Any measured value (cycles, ns, ms, GB/s, MHz) in a trace: 10^15 cycles is days at any clock.
+MAX_MEASURED_VALUE = 1e15
+
 # --- run configs -----------------------------------------------------------------------------
 # Arrays swept on the device: an H200 has 141 GB; 1 TiB is above every GPU's memory.
 MAX_ARRAY_BYTES = 1 * TiB

@@ -18,6 +18,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from .exceptions import AnalysisError, TraceError
+from .limits import MAX_ADDRESS_BYTES, MAX_MEASURED_VALUE
 
 METADATA_KEY = b"gpudissect"
 TRACE_FORMAT_VERSION = 1
@@ -99,7 +100,10 @@ def write_trace(
         # Dictionary encoding pays off only for repeated values (labels); on numeric columns,
         # such as the per-thread times of a request sweep, it costs time and no space.
         labels = [f.name for f in table.schema if not _numeric(f.type)]
-        pq.write_table(table, tmp, compression="zstd", use_dictionary=labels)
+        # page checksums (CRC32 of every data page) let a reader tell a damaged page from data
+        pq.write_table(
+            table, tmp, compression="zstd", use_dictionary=labels, write_page_checksum=True
+        )
         os.replace(tmp, path)
     finally:
         tmp.unlink(missing_ok=True)
@@ -111,10 +115,7 @@ def read_trace(path: str | os.PathLike, *, schema: pa.Schema | None = None) -> T
     path = Path(path)
     if not path.exists():
         raise TraceError(f"{path}: trace file does not exist")
-    try:
-        table = pq.read_table(path)
-    except (OSError, pa.ArrowInvalid) as exc:
-        raise TraceError(f"{path}: not a readable Parquet file ({exc})") from exc
+    table = _read_verified(path)
     raw = (table.schema.metadata or {}).get(METADATA_KEY)
     if raw is None:
         raise TraceError(
@@ -132,7 +133,70 @@ def read_trace(path: str | os.PathLike, *, schema: pa.Schema | None = None) -> T
                 f"{path}: schema does not match the experiment's declared schema\n"
                 f"expected: {schema}\nfound: {got}"
             )
+    check_ranges(table, path, experiment=str(provenance.get("experiment", "")))
     return Trace(data=table.to_pandas(), provenance=provenance, path=path)
+
+
+def _read_verified(path: Path) -> pa.Table:
+    """The whole table, every data page checked against its checksum; a damaged page is named
+    by its column (a trace written before checksums has none, and is read as before)."""
+    try:
+        pf = pq.ParquetFile(path, page_checksum_verification=True)
+    except (OSError, pa.ArrowInvalid) as exc:
+        raise TraceError(f"{path}: not a readable Parquet file ({exc})") from exc
+    columns = {}
+    for name in pf.schema_arrow.names:
+        try:
+            columns[name] = pf.read(columns=[name]).column(0)
+        except (OSError, pa.ArrowException) as exc:
+            raise TraceError(
+                f"{path}: column {name!r} is corrupted ({exc}); the file's data do not match "
+                "their checksums or cannot be decoded: re-run the sweep that wrote it"
+            ) from exc
+    return pa.Table.from_pydict(columns, schema=pf.schema_arrow)
+
+
+# The range a sweep can produce in a column, by its unit suffix (DESIGN.md principle 6): sizes,
+# strides, offsets and addresses lie in the GPU's address space; measurements are not negative.
+_COLUMN_RANGES = {
+    "_bytes": (0, MAX_ADDRESS_BYTES),
+    "_cycles": (0, MAX_MEASURED_VALUE),
+    "_ns": (0, MAX_MEASURED_VALUE),
+    "_ms": (0, MAX_MEASURED_VALUE),
+    "_gbps": (0, MAX_MEASURED_VALUE),
+    "_mhz": (0, MAX_MEASURED_VALUE),
+}
+
+# Columns with a "none" value below the range, by experiment: l2_slices writes -1 as the
+# reference offset and the elapsed time of the rows of a probe that has neither.
+_LOWEST = {("l2_slices", "reference_offset_bytes"): -1, ("l2_slices", "elapsed_ns"): -1}
+
+
+def check_ranges(table: pa.Table, path: Path | str, *, experiment: str = "") -> None:
+    """Raise TraceError naming the file and the column whose values lie outside what a sweep
+    could have written (NaN is left to refuse_non_finite, which knows where it is allowed)."""
+    import pyarrow.compute as pc
+
+    for name in table.column_names:
+        unit = next((u for u in _COLUMN_RANGES if name.endswith(u)), None)
+        column = table.column(name)
+        kind = column.type.value_type if pa.types.is_list(column.type) else column.type
+        if unit is None or not (pa.types.is_integer(kind) or pa.types.is_floating(kind)):
+            continue
+        values = pc.list_flatten(column) if pa.types.is_list(column.type) else column
+        if len(values) == 0 or values.null_count == len(values):
+            continue
+        low, high = _COLUMN_RANGES[unit]
+        low = _LOWEST.get((experiment, name), low)
+        extremes = pc.min_max(values)
+        lo, hi = extremes["min"].as_py(), extremes["max"].as_py()
+        if lo is not None and (lo < low or hi > high):
+            bad = lo if lo < low else hi
+            raise TraceError(
+                f"{path}: column {name!r} holds {bad!r}, outside what a sweep can write "
+                f"(allowed: {low} to {high:.3g} for {unit}); the trace is damaged or was not "
+                "written by gpudissect: re-run the sweep that wrote it"
+            )
 
 
 # Units of measured values (DESIGN.md principle 6). A clock (`_mhz`) may be NaN: the driver did
