@@ -116,3 +116,26 @@ def test_empty_config_file_is_named(tmp_path):
 def test_missing_config_file_is_named(tmp_path):
     with pytest.raises(ConfigError, match=r"absent\.yaml.*does not exist"):
         load(tmp_path / "absent.yaml")
+
+
+def test_sweep_that_cannot_fit_in_memory_is_refused_before_it_starts(tmp_path, monkeypatch):
+    import gpudissect.sweep as sweep
+
+    # the tiny profile's simulator, by hand at 320 B a set and 32 B a line: l1d 2048/128 = 16
+    # lines in 4 sets (1280 + 512), l2 16384/128 = 128 lines in 16 sets (5120 + 4096): 11008 B
+    doc = {"devices": [{"name": "twin", "backend": "sim", "profile": str(TINY)}]}
+    (tmp_path / "run.yaml").write_text(yaml.safe_dump(doc))
+    device = load(tmp_path / "run.yaml").devices[0]
+    monkeypatch.setattr(sweep, "available_memory_bytes", lambda: 10000)
+    opened = []
+    monkeypatch.setattr(sweep, "open_backend", lambda *a, **k: opened.append(1))
+    out = tmp_path / "trace.parquet"
+    with pytest.raises(ConfigError) as exc:
+        sweep.run_experiment(device, "l1_size", out=out)
+    msg = str(exc.value)
+    assert "twin/l1_size" in msg and "11008 B" in msg and "10000 B available" in msg
+    assert not opened and not out.exists()
+    monkeypatch.setattr(sweep, "available_memory_bytes", lambda: 11008)
+    with pytest.raises(TypeError):  # it fits: the sweep goes on to open the (stubbed) backend
+        sweep.run_experiment(device, "l1_size", out=out)
+    assert opened

@@ -9,6 +9,7 @@ above any GPU built so far, and each comment says what the largest real value is
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -213,3 +214,52 @@ def _check_ranges(doc: Any, path: tuple, fail: Callable[[str, str], None]) -> No
     elif isinstance(doc, list):
         for i, v in enumerate(doc):
             _check_ranges(v, (*path, i), fail)
+
+
+# --- a sweep against the machine -------------------------------------------------------------
+# What the simulator keeps per set and per line (way) of every cache and TLB instance, measured
+# with tracemalloc on sim.cache.Cache (gtx980 profile, 2^14-2^16 sets of 4-16 ways: 194-290 B per
+# set plus 24 B per way), rounded up. The arrays a sweep chases are held sparsely (a TLB sweep
+# over 8 GiB touches one word per page), so the simulator's caches are what can exhaust a host.
+SIM_BYTES_PER_SET = 320
+SIM_BYTES_PER_LINE = 32
+
+
+def simulator_bytes(profile: Any) -> int:
+    """Estimated memory of the simulator's caches and TLBs for a DeviceProfile."""
+    total = 0
+    for spec in profile.caches.values():
+        instances = getattr(spec, "instances_per_sm", 1) or 1
+        total += instances * (
+            len(spec.set_ways) * SIM_BYTES_PER_SET + sum(spec.set_ways) * SIM_BYTES_PER_LINE
+        )
+    for level in profile.tlbs.levels if profile.tlbs else ():
+        total += len(level.set_ways) * SIM_BYTES_PER_SET + sum(level.set_ways) * SIM_BYTES_PER_LINE
+    return total
+
+
+def available_memory_bytes() -> int | None:
+    """Memory the kernel says can be allocated without swapping (MemAvailable), or None."""
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    try:
+        return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (ValueError, OSError, AttributeError):
+        return None
+
+
+def sweep_memory_problem(profile: Any, *, available: int | None) -> str | None:
+    """Why a simulated sweep of this profile cannot fit in memory (with the numbers), or None."""
+    need = simulator_bytes(profile)
+    if available is None or need <= available:
+        return None
+    return (
+        f"needs about {need} B for the simulator's caches and TLBs ({SIM_BYTES_PER_SET} B per "
+        f"set, {SIM_BYTES_PER_LINE} B per line) but the machine has {available} B available; "
+        "allowed: a profile whose caches fit (fewer sets or lines), or a larger host"
+    )

@@ -12,7 +12,9 @@ from typing import Any
 
 from .backends import open_backend
 from .config import DeviceEntry
+from .exceptions import ConfigError
 from .families import family
+from .limits import available_memory_bytes, sweep_memory_problem
 from .provenance import base_provenance
 from .traces import write_trace
 
@@ -32,6 +34,18 @@ def _progress(name: str):
     return report
 
 
+def _refuse_oversized(device: DeviceEntry, experiment: str) -> None:
+    """Refuse, before the backend opens, a simulated sweep whose caches cannot fit in this
+    machine (a cuda sweep's arrays live on the GPU, whose memory the driver guards)."""
+    if device.backend != "sim" or device.profile is None:
+        return
+    from .sim.profile import load_profile
+
+    problem = sweep_memory_problem(load_profile(device.profile), available=available_memory_bytes())
+    if problem is not None:
+        raise ConfigError(f"{device.name}/{experiment}: the sweep {problem}")
+
+
 def run_experiment(
     device: DeviceEntry,
     experiment: str,
@@ -47,6 +61,7 @@ def run_experiment(
     fam = family(experiment)
     params = device.params[experiment]
     fragment = device.sweep_fragment(experiment)
+    _refuse_oversized(device, experiment)
     # a GPU is this sweep's alone while its backend is open (another sweep job may wait for it)
     with open_backend(device, cubin_dir=cubin_dir, exclusive=True) as backend:
         started_utc = _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds")
