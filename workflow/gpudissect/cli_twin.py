@@ -52,9 +52,17 @@ def cmd_twin(args: argparse.Namespace) -> int:
 
 def cmd_agreement(args: argparse.Namespace) -> int:
     from .analysis.result import write_result
-    from .twin.agreement import compare_topologies, counts_line, to_markdown
+    from .twin.agreement import compare_topologies, counts_line, different_gpus, to_markdown
 
-    doc = compare_topologies(_load(args.gpu, "--gpu"), _load(args.twin, "--twin"))
+    gpu, twin = _load(args.gpu, "--gpu"), _load(args.twin, "--twin")
+    differ = different_gpus(gpu, twin)
+    if differ and not args.allow_different_gpus:
+        raise ConfigError(
+            f"agreement: --gpu {args.gpu} and --twin {args.twin} describe different GPUs "
+            f"({differ}); allowed: a GPU's topology and its own twin's, or pass "
+            "--allow-different-gpus to compare them anyway"
+        )
+    doc = compare_topologies(gpu, twin)
     out = write_result(args.out, doc)
     if args.md:
         Path(args.md).write_text(to_markdown(doc))
@@ -100,6 +108,11 @@ def add_twin_commands(sub) -> None:
     s.add_argument("--twin", required=True, help="the topology document of the twin's run")
     s.add_argument("--out", required=True, help="the agreement document (.json) to write")
     s.add_argument("--md", help="also write the agreement table as Markdown here")
+    s.add_argument(
+        "--allow-different-gpus",
+        action="store_true",
+        help="compare topologies whose GPU model, compute capability or UUID differ",
+    )
     s.set_defaults(func=cmd_agreement)
 
     s = sub.add_parser("export", help="simulator configuration options that a topology determines")

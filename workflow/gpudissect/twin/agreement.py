@@ -30,6 +30,32 @@ def _twin_experiments(twin: dict[str, Any]) -> set[str]:
     return {s["experiment"] for s in twin.get("sources") or []}
 
 
+def _identity(doc: dict[str, Any]) -> dict[str, Any]:
+    """What names the GPU a topology describes: its model (a twin's without " (twin)"), compute
+    capability and UUID, each as the driver (or the twin's profile) gave it, when present."""
+    driver = doc.get("driver") or {}
+    name = driver.get("name") or doc.get("gpu")
+    if isinstance(name, str):
+        name = name.removesuffix(" (twin)")
+    return {
+        "model": name,
+        "compute capability": driver.get("compute_capability"),
+        "UUID": driver.get("uuid"),
+    }
+
+
+def different_gpus(real: dict[str, Any], twin: dict[str, Any]) -> str | None:
+    """How two topologies' GPUs differ (model, compute capability or UUID, where both give it),
+    or None when they may be one GPU and its twin."""
+    a, b = _identity(real), _identity(twin)
+    differ = [
+        f"{key} {a[key]!r} vs {b[key]!r}"
+        for key in a
+        if a[key] is not None and b[key] is not None and a[key] != b[key]
+    ]
+    return "; ".join(differ) or None
+
+
 def compare_topologies(real: dict[str, Any], twin: dict[str, Any]) -> dict[str, Any]:
     """The agreement document: one row per quantity of `real`, the counts, the open questions."""
     ran = _twin_experiments(twin)
