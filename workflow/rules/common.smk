@@ -24,7 +24,9 @@ from gpudissect.report.studies import STUDIES  # noqa: E402
 try:
     RUN = parse_run_config(config)
 except GpuDissectError as exc:
-    raise WorkflowError(f"gpudissect: {exc}") from None
+    # the config Snakemake merged from these files (the default, then each --configfile)
+    _files = ", ".join(map(str, getattr(workflow, "configfiles", None) or [])) or "(none)"
+    raise WorkflowError(f"gpudissect: config files {_files}: {exc}") from None
 
 # `--cores 0` leaves the scheduler waiting for a core that never comes
 _cores = workflow.global_resources.get("_cores")

@@ -114,3 +114,14 @@ for _key in STUDIES:
             f"results/report/{_key}.md",
             f"results/report/{_key}.pdf",
         localrule: True
+
+
+onsuccess:
+    # the notice of all_targets() scrolls away above the jobs' output: repeat it where the run
+    # ends, so a reader looking for report.pdf learns why there is none
+    if not shutil.which("latexmk"):
+        print(
+            "gpudissect: latexmk not found: report.pdf was skipped; the report is "
+            "results/report/report.md and report.tex (README: Requirements)",
+            file=sys.stderr,
+        )
