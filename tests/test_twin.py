@@ -294,7 +294,7 @@ def test_the_measured_timing_overhead_becomes_the_twins_timing_block(tmp_path):
     assert "timing" not in twin.profile and any(k == "timing" for k, _ in twin.assumed)
 
 
-def _topology(tmp_path, name, *, gpu, uuid=None, cc="9.0"):
+def _named_topology(tmp_path, name, *, gpu, uuid=None, cc="9.0"):
     """The H100 reference topology, named as another GPU (or a twin) by its driver facts."""
     reference = REPO / "results" / "reference" / "h100" / "topology" / "gpu0.json"
     doc = json.loads(reference.read_text())
@@ -317,8 +317,8 @@ def _agreement(tmp_path, gpu, twin, *extra):
 
 
 def test_agreement_refuses_two_different_gpus_unless_told(tmp_path, capsys):
-    h100 = _topology(tmp_path, "h100", gpu="NVIDIA H100 80GB HBM3", uuid="GPU-1")
-    h200_twin = _topology(tmp_path, "h200_twin", gpu="NVIDIA H200 (twin)")
+    h100 = _named_topology(tmp_path, "h100", gpu="NVIDIA H100 80GB HBM3", uuid="GPU-1")
+    h200_twin = _named_topology(tmp_path, "h200_twin", gpu="NVIDIA H200 (twin)")
     rc, out = _agreement(tmp_path, h100, h200_twin)
     err = capsys.readouterr().err
     assert rc == 2 and not out.exists() and "Traceback" not in err
@@ -329,14 +329,14 @@ def test_agreement_refuses_two_different_gpus_unless_told(tmp_path, capsys):
 
 
 def test_agreement_refuses_two_boards_of_one_model_by_uuid(tmp_path, capsys):
-    a = _topology(tmp_path, "a", gpu="NVIDIA H100 80GB HBM3", uuid="GPU-aaaa")
-    b = _topology(tmp_path, "b", gpu="NVIDIA H100 80GB HBM3", uuid="GPU-bbbb")
+    a = _named_topology(tmp_path, "a", gpu="NVIDIA H100 80GB HBM3", uuid="GPU-aaaa")
+    b = _named_topology(tmp_path, "b", gpu="NVIDIA H100 80GB HBM3", uuid="GPU-bbbb")
     rc, _ = _agreement(tmp_path, a, b)
     assert rc == 2 and "UUID 'GPU-aaaa' vs 'GPU-bbbb'" in capsys.readouterr().err
 
 
 def test_agreement_accepts_a_gpu_and_its_own_twin(tmp_path):
-    gpu = _topology(tmp_path, "gpu0", gpu="NVIDIA H100 80GB HBM3", uuid="GPU-1")
-    twin = _topology(tmp_path, "h100_twin", gpu="NVIDIA H100 80GB HBM3 (twin)")
+    gpu = _named_topology(tmp_path, "gpu0", gpu="NVIDIA H100 80GB HBM3", uuid="GPU-1")
+    twin = _named_topology(tmp_path, "h100_twin", gpu="NVIDIA H100 80GB HBM3 (twin)")
     rc, out = _agreement(tmp_path, gpu, twin)
     assert rc == 0 and out.exists()
