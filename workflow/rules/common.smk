@@ -25,7 +25,9 @@ try:
     RUN = parse_run_config(config)
 except GpuDissectError as exc:
     # the config Snakemake merged from these files (the default, then each --configfile)
-    _files = ", ".join(map(str, getattr(workflow, "configfiles", None) or [])) or "(none)"
+    _files = (
+        ", ".join(map(str, getattr(workflow, "configfiles", None) or [])) or "(none)"
+    )
     raise WorkflowError(f"gpudissect: config files {_files}: {exc}") from None
 
 # `--cores 0` leaves the scheduler waiting for a core that never comes
