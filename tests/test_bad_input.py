@@ -264,3 +264,16 @@ def test_every_row_of_the_bad_input_table_names_a_test_that_exists():
             last_file, last_test = file or last_file, test.split("[")[0]
             source = (Path(__file__).parent / last_file).read_text()
             assert f"def {last_test}(" in source, (row, name)
+
+
+@pytest.mark.skipif(shutil.which("latexmk") is not None, reason="latexmk is installed here")
+def test_missing_latexmk_is_said_again_where_the_run_ends(tmp_path):
+    work = _workflow_copy(tmp_path)
+    shutil.copytree(REPO / "tests" / "data", work / "tests" / "data")
+    target = "results/traces/tiny/l1_size.parquet"
+    proc = _snakemake(work, target, "--cores", "1", "--configfile", "tests/data/tiny_config.yaml")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    out = proc.stdout + proc.stderr
+    notice = "latexmk not found: report.pdf"
+    assert out.count(notice) >= 2  # once as the targets are planned, once at the end
+    assert out.rindex(notice) > out.rindex("steps (100%) done")
