@@ -139,3 +139,50 @@ def test_sweep_that_cannot_fit_in_memory_is_refused_before_it_starts(tmp_path, m
     with pytest.raises(TypeError):  # it fits: the sweep goes on to open the (stubbed) backend
         sweep.run_experiment(device, "l1_size", out=out)
     assert opened
+
+
+def _limit_cells() -> dict[str, str]:
+    text = (REPO / "config" / "README.md").read_text()
+    section = text[text.index("## Limits") :].split("\n## ", 1)[0]
+    rows = [r.split(" | ") for r in section.splitlines() if r.startswith("| ") and "---" not in r]
+    return {r[0].lstrip("| "): r[1] for r in rows[1:]}
+
+
+def _number(cell: str) -> int:
+    units = {"KiB": 2**10, "MiB": 2**20, "GiB": 2**30, "TiB": 2**40}
+    cell = cell.split(" (")[0].strip()
+    if "^" in cell:
+        base, exp = cell.split("^")
+        return int(base) ** int(exp)
+    if cell.split()[-1] in units:
+        return int(cell.split()[0]) * units[cell.split()[-1]]
+    return int(cell)
+
+
+def test_the_readme_table_of_limits_is_the_code_s():
+    from gpudissect import limits
+
+    cells = _limit_cells()
+    pairs = {
+        "a cache's `size_bytes`": limits.MAX_CACHE_BYTES,
+        "a cache's lines (`size_bytes / line_bytes`)": limits.MAX_CACHE_LINES,
+        "a cache's or TLB's sets (lines / `ways`, or `set_ways` entries)": limits.MAX_SETS,
+        "`ways`, each `set_ways` entry": limits.MAX_WAYS,
+        "a TLB level's `entries`": limits.MAX_TLB_ENTRIES,
+        "`page_bytes`": limits.MAX_PAGE_BYTES,
+        "`dram.size_bytes`": limits.MAX_DRAM_BYTES,
+        "`shared.size_bytes`": limits.MAX_SHARED_BYTES,
+        "`banks`": limits.MAX_BANKS,
+        "any `_cycles` value": limits.MAX_LATENCY_CYCLES,
+        "any other `_bytes` value of a profile": limits.MAX_ADDRESS_BYTES,
+        "any other count of a profile": limits.MAX_PROFILE_COUNT,
+        "the points of one size range (`start`..`stop` by `step`)": limits.MAX_SWEEP_POINTS,
+        "any other count of a config (repetitions, passes, steps, threads)": (
+            limits.MAX_CONFIG_COUNT
+        ),
+    }
+    for row, constant in pairs.items():
+        assert _number(cells[row]) == constant, row
+    config_bytes = "any `_bytes` value of a config (array sizes, range bounds, flush buffers)"
+    assert _number(cells[config_bytes]) == limits.MAX_ARRAY_BYTES
+    assert cells["`sms`, `max_warps_per_sm`"] == (f"{limits.MAX_SMS}, {limits.MAX_WARPS_PER_SM}")
