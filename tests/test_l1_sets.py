@@ -350,3 +350,33 @@ def test_a_reduction_past_its_test_budget_is_given_up():
     doc = _doc("unseen_l1_hashed.yaml", max_reduction_tests=5, targets=1)
     assert doc["elements"]["l1d"]["ways_per_set"]["value"] is None
     assert doc["eviction_sets"] == []
+
+
+def test_topology_takes_the_l1_geometry_index_kind_and_masks_from_l1_sets(tmp_path):
+    # tests/data/unseen_l1_hashed_topology.yaml: 6 ways, 16 sets, set bit k = a(7+k) ^
+    # a(13+k), k = 0..3: masks 0x2080, 0x4100, 0x8200, 0x10400 (all inside the 2 MiB window).
+    # Beside it a `caches` document that gave up on the sets (its reason must not win).
+    from gpudissect.topology.build import build_topology
+
+    doc = _doc("unseen_l1_hashed_topology.yaml")
+    gave_up = {"value": None, "undetermined": "the sweep stopped before every line missed"}
+    caches = {
+        "analysis": "caches",
+        "elements": {
+            "l1d": {q: dict(gave_up) for q in ("sets", "ways_per_set", "set_index_bits")}
+        },
+    }
+    paths = []
+    for name, d in (("caches", caches), ("l1_sets", doc)):
+        paths.append(tmp_path / f"{name}.json")
+        paths[-1].write_text(json.dumps(d))
+    topo = build_topology("sim", paths, ("caches", "l1_sets"))
+    l1 = topo["elements"]["l1d"]
+    assert l1["sets"]["value"] == 16 and l1["sets"]["experiment"] == "l1_sets"
+    assert l1["ways_per_set"]["value"] == [6]
+    assert l1["set_index_bits"]["value"] is None
+    assert "hashed" in l1["set_index_bits"]["undetermined"]
+    assert l1["set_index_bits"]["experiment"] == "l1_sets"
+    assert l1["index_kind"]["value"] == "xor"
+    masks = [int(m, 16) for m in l1["index_masks"]["value"]]
+    assert gf2.same_row_space(masks, [0x2080, 0x4100, 0x8200, 0x10400])

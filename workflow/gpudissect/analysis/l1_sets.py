@@ -293,7 +293,7 @@ def analyse(
     doc["elements"] = {"l1d": l1}
     if threshold is None:
         reason = "no calibration walk separates L1 hits from misses" if len(data) else "empty trace"
-        for q in ("ways_per_set", "sets", "set_index_bits", "policy"):
+        for q in ("ways_per_set", "sets", "set_index_bits", "index_kind", "index_masks", "policy"):
             l1[q] = undetermined(reason)
         doc["stride_validation"] = undetermined(reason)
         return doc
@@ -316,7 +316,8 @@ def analyse(
     model = None
     if ways_q["value"] is None or eq.empty:
         why = ways_q.get("undetermined") or "no membership probes in the trace"
-        l1["sets"] = l1["set_index_bits"] = undetermined(why)
+        for q in ("sets", "set_index_bits", "index_kind", "index_masks"):
+            l1[q] = undetermined(why)
         doc["index_function"] = undetermined(why)
     else:
         model = _index(doc, l1, solve(eq, bits), bits, ways_q["value"][0], data, eq)
@@ -377,7 +378,8 @@ def _modulo(doc, l1, data, eq, ways, reason):
                 f"nor does line mod {fit['sets']} ({fit['inconsistent']} non-members at a multiple)"
             )
         )
-        l1["sets"] = l1["set_index_bits"] = undetermined(f"{reason}; {why}")
+        for q in ("sets", "set_index_bits", "index_kind", "index_masks"):
+            l1[q] = undetermined(f"{reason}; {why}")
         return None
     s = fit["sets"]
     evidence = (
@@ -392,6 +394,10 @@ def _modulo(doc, l1, data, eq, ways, reason):
     )
     l1["sets"] = quantity(s, unit="sets", confidence=conf, method=method, evidence=evidence)
     l1["set_index_bits"] = undetermined(f"not bit-defined: the set is the line number mod {s}")
+    l1["index_kind"] = quantity(
+        "modulo", unit=None, confidence=conf, method=method, evidence=evidence
+    )
+    l1["index_masks"] = undetermined(f"not linear: the set is the line number mod {s}")
     return modulo_labels(s, int(data["line_bytes"].iloc[0])), ways
 
 
@@ -429,6 +435,21 @@ def _index(doc, l1, sol, bits, ways, data, eq):
         2**rank, unit="sets", confidence=conf, method=method + ": 2^rank", evidence=evidence
     )
     listed = _bit_list(sol["masks"])
+    # the index in the topology's terms (a profile's `index:`): its kind and its XOR masks
+    l1["index_kind"] = quantity(
+        "bits" if listed is not None else "xor",
+        unit=None,
+        confidence=conf,
+        method=method + ": bits when every mask is one bit, else xor",
+        evidence=evidence,
+    )
+    l1["index_masks"] = quantity(
+        masks,
+        unit="address masks",
+        confidence=conf,
+        method=method + ": a basis of the kernel's annihilator, unique up to relabelling",
+        evidence=evidence,
+    )
     if listed is None:
         l1["set_index_bits"] = undetermined(
             f"not bit-defined: the index is hashed (XOR of several bits), masks {masks} "

@@ -31,6 +31,12 @@ PRECEDENCE: dict[str, tuple[str, ...]] = {
     "l1d": ("cache_stage1", "caches", "l1_size"),
     "l2": ("l2", "cache_stage1", "caches", "l2_flush"),
     **{f"{tlb}.entries": ("tlb_mappings", "tlbs") for tlb in ("l1_tlb", "l2_tlb", "l3_tlb")},
+    # the L1's geometry and index first from `l1_sets` (eviction sets and the index solved over
+    # GF(2)): its reason for an undetermined bit list ("hashed") is the one that holds
+    **{
+        f"l1d.{q}": ("l1_sets", "caches")
+        for q in ("sets", "ways_per_set", "set_index_bits", "index_kind", "index_masks")
+    },
 }
 AGREE_REL = 0.03
 MATCH_REL = 0.10
