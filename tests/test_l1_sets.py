@@ -362,9 +362,7 @@ def test_topology_takes_the_l1_geometry_index_kind_and_masks_from_l1_sets(tmp_pa
     gave_up = {"value": None, "undetermined": "the sweep stopped before every line missed"}
     caches = {
         "analysis": "caches",
-        "elements": {
-            "l1d": {q: dict(gave_up) for q in ("sets", "ways_per_set", "set_index_bits")}
-        },
+        "elements": {"l1d": {q: dict(gave_up) for q in ("sets", "ways_per_set", "set_index_bits")}},
     }
     paths = []
     for name, d in (("caches", caches), ("l1_sets", doc)):

@@ -292,3 +292,30 @@ def test_gpu_latency_patterns_follow_the_addresses(gpu_backend, tmp_path):
         r = doc["paths"][path]
         if r["P1"].get("value") and r["P5"].get("value"):
             assert r["P5"]["value"] > r["P1"]["value"]
+
+
+def test_an_l2_tlb_unit_larger_than_the_l1_unit_gives_p3_its_own_penalty(tmp_path):
+    # tests/data/unseen_tlb_modern.yaml: cg L2 hit 200, L1-TLB miss +20 (4 MiB units), L2-TLB
+    # miss +60 (16 MiB units), DRAM 500; the L3 TLB (64 MiB units, 128 entries: 8 GiB, the
+    # whole memory) never misses inside it: P1..P5 = 200, 220, 280, 500, 580; no window, no
+    # P6. ca: P1 = 40 (L1 hit), P3 = 40 + 20 + 60 = 120
+    # (config/gpu.yaml's settings: walks and the chain up to 90% of the memory)
+    profile = "tests/data/unseen_tlb_modern.yaml"
+    auto = {"element_bytes": "auto", "max_array_bytes": "auto"}
+    section = default_section("tlbs") | auto | {"pages_traversals": 3}
+    backend = SimBackend(profile_path=REPO / profile, seed=5)
+    sweep = tlbs.parse_params(section, "tlbs")
+    tlbs_doc = tlb_document.analyse(tlbs.run(backend, sweep, device=None), provenance={})
+    tlbs_json = tmp_path / "tlbs.json"
+    tlbs_json.write_text(json.dumps(tlbs_doc, default=lambda o: o.item()))
+    rounds = {"revisit_all_rounds": 1, "revisit_some_rounds": 2, "hit_lines": 16}
+    section = default_section("latency_patterns") | auto | rounds | {"carveout_pct": 0}
+    sweep = latency_patterns.parse_params(section, "lp")
+    inputs = {"tlbs": str(tlbs_json)}
+    backend = SimBackend(profile_path=REPO / profile, seed=9)
+    data = latency_patterns.run(backend, sweep, device=None, inputs=inputs)
+    doc = lp.analyse(data, provenance={"device": "t"}, inputs=inputs)
+    values = [doc["paths"]["cg"][p]["value"] for p in lp.PATTERNS[:5]]
+    assert values == pytest.approx([200, 220, 280, 500, 580], rel=0.03)
+    assert doc["paths"]["cg"]["P6"]["value"] is None
+    assert doc["paths"]["ca"]["P3"]["value"] == pytest.approx(120, rel=0.03)

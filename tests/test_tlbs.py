@@ -570,3 +570,28 @@ def test_walks_with_no_penalty_give_no_onset_in_any_residue_class(seed):
 
     data = _unit_walks(_UNIT_GRID, onset_after=128, rise=0, seed=seed)
     assert shift_onsets(data, unit_classes=True) == []
+
+
+def test_an_l2_tlb_unit_four_times_the_l1_unit_is_read_from_its_own_misses():
+    # tests/data/unseen_tlb_modern.yaml (memory contiguous: every block coalesces): L1 TLB 16
+    # entries of 2 x 2 MiB = 4 MiB, one set, +20; L2 TLB 128 entries of 8 x 2 MiB = 16 MiB in 8
+    # sets of 16 ways, +60. The reach strides (2 MiB x 4^k) land on neither unit: at 2 MiB the
+    # L1-TLB misses lie 4 MiB apart; in the 4 MiB page walks past the L2 TLB's 2 GiB reach the
+    # L2-TLB misses lie 16 MiB apart (one entry covers 4 walked pages)
+    # (config/gpu.yaml's settings: walks up to 90% of the memory, past the 2 GiB reach)
+    doc = _run(
+        "tests/data/unseen_tlb_modern.yaml",
+        twin=False,
+        element_bytes="auto",
+        max_array_bytes="auto",
+        pages_traversals=3,
+    )
+    assert _v(doc, "l1_tlb", "page_bytes") == 4 * MIB
+    assert _v(doc, "l1_tlb", "entries") == 16
+    assert _v(doc, "l1_tlb", "ways_per_set") == [16]
+    assert _v(doc, "l2_tlb", "page_bytes") == 16 * MIB
+    assert _v(doc, "l2_tlb", "entries") == 128
+    assert _v(doc, "l2_tlb", "sets") == 8
+    assert _v(doc, "l2_tlb", "ways_per_set") == [16] * 8
+    assert _v(doc, "l1_tlb", "miss_penalty_cycles") == pytest.approx(20, rel=0.03)
+    assert _v(doc, "l2_tlb", "miss_penalty_cycles") == pytest.approx(60, rel=0.03)

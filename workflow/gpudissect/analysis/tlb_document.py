@@ -23,7 +23,7 @@ from . import tlb_shift
 from .result import quantity, undetermined
 from .tlb import Reach, fit_reach
 from .tlb_levels import level_containing
-from .tlb_pages import fit_pages
+from .tlb_pages import fit_pages, in_units, level_unit
 from .tlb_sets import SetStructure, set_structure
 from .tlb_window import fit_window
 
@@ -104,6 +104,7 @@ def _threshold_levels(data: pd.DataFrame, reach: Reach):
         base_range=(reach.base.lo, reach.base.hi),
     )
     st1 = st2 = SetStructure(None, None, None, (), None, "no stride = page walks", 0.0)
+    unit2 = page
     l1: dict[str, Any] = {}
     l2: dict[str, Any] = {}
     levels_doc: dict[str, Any] = {}
@@ -114,11 +115,13 @@ def _threshold_levels(data: pd.DataFrame, reach: Reach):
             f"no L2-TLB miss level in walks of up to {longest} pages "
             f"({longest * page / 2**20:g} MiB): the L2 TLB reaches further, or there is none"
         )
-        st2 = (
-            set_structure(walks.counts, "l2", unplaced=walks.unplaced)
-            if walks.l2_index is not None
-            else SetStructure(None, None, None, (), None, none_seen, 0.0)
-        )
+        st2 = SetStructure(None, None, None, (), None, none_seen, 0.0)
+        if walks.l2_index is not None:
+            unit2, share2 = level_unit(data[data["stage"] == "pages"], walks, walks.l2_index)
+            counts2, unplaced2 = (
+                in_units(walks, unit2) if unit2 > page else (walks.counts, walks.unplaced)
+            )
+            st2 = set_structure(counts2, "l2", unplaced=unplaced2)
         b = level_containing(list(walks.levels), reach.base.center)
         levels_doc = tq.levels_doc(walks.levels, b, walks.l1_index, walks.l2_index)
         l1["miss_penalty_cycles"] = tq.penalty(
@@ -142,7 +145,19 @@ def _threshold_levels(data: pd.DataFrame, reach: Reach):
             st1.confidence * 0.5,
         )
     l1 = {"page_bytes": page_q} | tq.structure_quantities(st1, page, unit_note="") | l1
-    l2 = {"page_bytes": page_q} | tq.structure_quantities(st2, page, unit_note="") | l2
+    page2, page2_q = page, page_q
+    if walks is not None and walks.l2_index is not None and unit2 > page:
+        page2 = unit2
+        page2_q = quantity(
+            unit2,
+            unit="bytes",
+            confidence=reach.page_confidence * share2,
+            method=tq.METHOD_PAGE + "; the L2 TLB's own unit from the pages stage",
+            evidence=f"in the longest stride = page ({page} bytes) walk that misses the L2 "
+            f"TLB, consecutive L2-TLB misses lie {unit2} bytes apart ({share2:.0%} of the "
+            f"distances): one entry covers {unit2 // page} of the walk's pages",
+        )
+    l2 = {"page_bytes": page2_q} | tq.structure_quantities(st2, page2, unit_note="") | l2
     extra = {
         "levels": levels_doc,
         "pages": tq.pages_rows(walks),

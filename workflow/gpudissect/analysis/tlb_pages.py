@@ -11,12 +11,14 @@ import numpy as np
 import pandas as pd
 
 from .tlb_levels import (
+    ELEMENT_BYTES,
     Level,
     assign,
     at_or_above,
     find_levels,
     level_containing,
     merged_level,
+    miss_spacing,
     misses_per_traversal,
 )
 
@@ -156,3 +158,36 @@ def fit_pages(
             row[f"{name}_misses"], row[f"{name}_spread"] = mean, spread
         rows.append(row)
     return PageWalks(page, tuple(levels), l1, l2, pd.DataFrame(rows), parts, unplaced)
+
+
+def level_unit(df: pd.DataFrame, walks: PageWalks, k: int) -> tuple[int, float]:
+    """The unit (bytes one entry covers) of the level `k` of the stride = page walks: the most
+    common distance between consecutive accesses at or above that level in the longest walk
+    that misses it. A level whose entry covers u > page bytes (a larger page, or pages it
+    coalesces) misses on the first access of each unit only: its misses lie u apart, a
+    multiple of the page the walks step by (the reach stage sees only the nearest level's
+    unit). Returns (the page, 0.0) when no walk shows the level's misses apart."""
+    page = walks.page_bytes
+    for m in sorted(df["elements"].unique(), reverse=True):
+        g = df[df["elements"] == m].sort_values("step")
+        lat = g["latency_cycles"].to_numpy(np.float64)
+        slow = at_or_above(lat, list(walks.levels), k)
+        if slow.sum() < 3:
+            continue
+        addr = g["position"].to_numpy(np.int64) * ELEMENT_BYTES
+        spacing, share = miss_spacing(addr, slow)
+        if spacing is None or spacing <= page or spacing % page or spacing & (spacing - 1):
+            return page, 0.0
+        return spacing, share
+    return page, 0.0
+
+
+def in_units(walks: PageWalks, unit_bytes: int) -> tuple[pd.DataFrame, dict[int, int]]:
+    """The counts (and unplaced accesses) of the walks that span whole units of `unit_bytes`,
+    with `elements` counted in units: a level of u-byte units sees a walk of m pages as m *
+    page / u entries, and misses once per unit."""
+    per = unit_bytes // walks.page_bytes
+    c = walks.counts[walks.counts["elements"] % per == 0].copy()
+    unplaced = {int(m) // per: n for m, n in walks.unplaced.items() if m % per == 0}
+    c["elements"] = c["elements"] // per
+    return c.reset_index(drop=True), unplaced
