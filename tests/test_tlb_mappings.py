@@ -361,3 +361,24 @@ def test_an_h100_run_whose_data_latencies_reach_into_the_miss_level_keeps_its_le
     assert _value(doc, "l2_tlb", "entries") == 2051
     assert _value(doc, "l2_tlb", "reach_contiguous_bytes") == 4102 * 16 * MIB
     assert _value(doc, "l1_tlb", "entries") == 16
+
+
+def test_contiguous_walks_are_extended_to_a_coalescing_levels_reach():
+    # tests/data/unseen_tlb_modern.yaml: L1 TLB 16 entries x 2 pages, L2 TLB 128 entries (8
+    # sets of 16) x 8 pages, L3 128 entries x 32 pages. Contiguous reaches: L1 32 pages (64
+    # MiB), L2 128 x 8 = 1024 pages (2 GiB); scattered: L1 16 pages, L2 128 pages (256 MiB).
+    # The 2 MiB contiguous series is configured to 200 pages, short of the L2's 1024; the
+    # scattered one (192 pages) shows its onset at 128, so the contiguous one is doubled (400,
+    # 800, 1600, then the 2048 pages of the 4 GiB the 16 MiB series maps) until it shows it:
+    # coalescing 1024 / 128 = 8 pages, the L1's 32 / 16 = 2
+    section = _section(200, 192, max_record_steps=8192)
+    section["series"].append(
+        {"layout": "contiguous", "stride_bytes": 16 * MIB, "max_array_bytes": 256 * 16 * MIB}
+    )
+    data, doc = _run("unseen_tlb_modern.yaml", section)
+    longest = data[(data["layout"] == "contiguous") & (data["stride_bytes"] == CHUNK)]
+    assert longest["elements"].max() > 1024
+    assert _value(doc, "l1_tlb", "coalesced_pages") == 2
+    assert _value(doc, "l2_tlb", "coalesced_pages") == 8
+    assert _value(doc, "l2_tlb", "reach_contiguous_bytes") == 2048 * MIB
+    assert _value(doc, "l2_tlb", "reach_scattered_bytes") == 256 * MIB

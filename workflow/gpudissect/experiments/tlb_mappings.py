@@ -244,15 +244,26 @@ class _Walker:
         return frame
 
 
+def _walked(walker: _Walker, layout: str, stride_bytes: int) -> dict[int, pd.DataFrame]:
+    """The walks of one layout and stride so far, by length."""
+    return {
+        int(f["elements"].iloc[0]): f
+        for f in walker.frames
+        if f["layout"].iloc[0] == layout and int(f["stride_bytes"].iloc[0]) == stride_bytes
+    }
+
+
 def _series_walks(walker: _Walker, series: Series, layout: PhysicalLayout) -> None:
     """The grid, then bisections of the onsets the walks show (`onset_brackets`, with the
     latency levels of every walk up to the end of this series' grid: read once, as each round's
-    reading of the series' own walks costs less than reading the levels of all again)."""
+    reading of the series' own walks costs less than reading the levels of all again). Walks
+    of this layout and stride made before (a series extended by `_reach_levels`) are kept."""
     from ..analysis.tlb_mappings import latency_levels, onset_brackets
 
-    done: dict[int, pd.DataFrame] = {}
+    done = _walked(walker, series.layout, series.stride_bytes)
     for m in element_grid(series.max_elements(), walker.sweep.grid_steps_per_octave):
-        done[m] = walker.walk(series, layout, m)
+        if m not in done:
+            done[m] = walker.walk(series, layout, m)
     levels = latency_levels(pd.concat(walker.frames, ignore_index=True))
     budget = walker.sweep.max_refine_walks
     while budget > 0:  # one round quarters every bracket (one reading of the walks per round)
@@ -275,6 +286,37 @@ def _series_walks(walker: _Walker, series: Series, layout: PhysicalLayout) -> No
     log.info("tlb_mappings: %s stride %d: refinement stopped", layout.kind, series.stride_bytes)
 
 
+def _onsets(walker: _Walker, layout: str, stride_bytes: int) -> int:
+    from ..analysis.tlb_mappings import latency_levels, onset_brackets
+
+    walks = pd.concat(walker.frames, ignore_index=True)
+    return len(
+        onset_brackets(
+            walks, layout=layout, stride_bytes=stride_bytes, levels=latency_levels(walks)
+        )
+    )
+
+
+def _reach_levels(walker: _Walker, sweep: MappingSweep, layout: PhysicalLayout) -> None:
+    """Contiguous series that show fewer onsets than the scattered series at their stride (a
+    coalescing level whose contiguous reach lies past the series' end): doubled until they show
+    as many, or until the longest walk the records hold (`max_record_steps` / `traversals`)
+    or the mapped contiguous range ends them. What they measured decides; the memory bounds."""
+    cap = sweep.max_record_steps // sweep.traversals
+    strides = {s.stride_bytes for s in sweep.series if s.layout == "scattered"}
+    for series in [s for s in sweep.series if s.layout == "contiguous"]:
+        stride = series.stride_bytes
+        if stride not in strides:
+            continue
+        limit = min(cap, layout.chunks * layout.chunk_bytes // stride)
+        want = _onsets(walker, "scattered", stride)
+        while series.max_elements() < limit and _onsets(walker, "contiguous", stride) < want:
+            m = min(limit, 2 * series.max_elements())
+            series = replace(series, max_array_bytes=m * stride)
+            log.info("tlb_mappings: contiguous stride %d extended to %d elements", stride, m)
+            _series_walks(walker, series, layout)
+
+
 def run(
     backend: Backend,
     sweep: MappingSweep,
@@ -295,6 +337,8 @@ def run(
             log.info("tlb_mappings: %s", layout.describe())
             for series in mine:
                 _series_walks(walker, series, layout)
+        if any(s.layout == "contiguous" for s in sweep.series):
+            _reach_levels(walker, sweep, layout_of(sweep, "contiguous"))
     finally:
         backend.run(ReleaseMapping())
     if not walker.frames:
