@@ -288,14 +288,36 @@ def _reach(series: list[SeriesReading], layout: str, level: int):
     return None
 
 
-def _reach_quantity(series, layout: str, level: int) -> dict[str, Any]:
+def _why_they_end(mine: list[SeriesReading], params: dict[str, Any]) -> str:
+    """What ended the longest walks of one layout: the records of one launch, or the range
+    mapped (the longest contiguous series, itself bounded by the device memory)."""
+    steps, traversals = params.get("max_record_steps"), params.get("traversals")
+    if not (mine and steps and traversals):
+        return ""
+    cap = int(steps) // int(traversals)
+    ends = [
+        f"{_mib(s.span_bytes)} at stride {_mib(s.stride_bytes)}: "
+        + ("the records hold no longer walk" if s.max_elements >= cap else "the mapped range")
+        for s in mine
+    ]
+    return (
+        f"; the walks end at {', '.join(ends)} ({steps} records / {traversals} traversals = "
+        f"{cap} elements; the mapped range is the longest series' max_array_bytes, at most "
+        "the device memory)"
+    )
+
+
+def _reach_quantity(
+    series, layout: str, level: int, params: dict[str, Any] | None = None
+) -> dict[str, Any]:
     found = _reach(series, layout, level)
     mine = [s for s in series if s.layout == layout]
     if found is None:
         spans = ", ".join(f"{_mib(s.span_bytes)} at stride {_mib(s.stride_bytes)}" for s in mine)
+        why = _why_they_end(mine, params or {}) if layout == "contiguous" else ""
         return undetermined(
             f"no {layout} walk reads this level's onset (walks up to {spans or 'none'}): its "
-            "reach lies beyond them, or it overflows with the level in front of it"
+            f"reach lies beyond them, or it overflows with the level in front of it{why}"
         )
     o, s = found
     return quantity(
@@ -482,6 +504,7 @@ def analyse(
         return doc
     levels, base = latency_levels(data)
     series = read_series(data, levels, base)
+    params = provenance.get("config", {}).get("parameters", {})
     found = sorted({o.level for s in series for o in s.onsets}, key=lambda k: (k != HIDDEN, k))
     # a latency level that only ever sets in with the level before it has no reach of its own:
     # not a TLB level (the slower part of that level's misses, e.g. a longer page walk)
@@ -492,7 +515,7 @@ def analyse(
         elements[name] = {
             "coalesced_pages": coalescing(series, key, nearest=i == 0),
             "entries": entries_quantity(series, key),
-            "reach_contiguous_bytes": _reach_quantity(series, "contiguous", key),
+            "reach_contiguous_bytes": _reach_quantity(series, "contiguous", key, params),
             "reach_scattered_bytes": _reach_quantity(series, "scattered", key),
             "miss_penalty_cycles": _penalty(levels, base, key, onset[0] if onset else None),
         }
