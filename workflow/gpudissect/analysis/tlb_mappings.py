@@ -295,16 +295,17 @@ def _why_they_end(mine: list[SeriesReading], params: dict[str, Any]) -> str:
     if not (mine and steps and traversals):
         return ""
     cap = int(steps) // int(traversals)
-    ends = [
-        f"{_mib(s.span_bytes)} at stride {_mib(s.stride_bytes)}: "
-        + ("the records hold no longer walk" if s.max_elements >= cap else "the mapped range")
-        for s in mine
-    ]
-    return (
-        f"; the walks end at {', '.join(ends)} ({steps} records / {traversals} traversals = "
-        f"{cap} elements; the mapped range is the longest series' max_array_bytes, at most "
-        "the device memory)"
-    )
+    mapped = max(s.span_bytes for s in mine)
+
+    def end(s: SeriesReading) -> str:
+        if s.max_elements >= cap:
+            return f"the records hold no longer walk ({steps} / {traversals} traversals)"
+        if s.span_bytes >= mapped:
+            return "the mapped range (the longest series' max_array_bytes, at most the memory)"
+        return "the series' max_array_bytes, its onsets as many as the scattered walks'"
+
+    ends = [f"{_mib(s.span_bytes)} at stride {_mib(s.stride_bytes)}: {end(s)}" for s in mine]
+    return f"; the walks end at {', '.join(ends)}"
 
 
 def _reach_quantity(
