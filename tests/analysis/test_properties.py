@@ -129,13 +129,15 @@ def test_cache_size_ignores_the_order_of_sweep_points(cache, seed, order):
     )
 
 
-def test_cache_size_of_an_empty_trace_is_undetermined():
-    # an empty trace is a device without the load path: undetermined, with the reason
+def test_cache_size_of_an_empty_trace_is_not_applicable():
+    # an empty trace is a device without the load path: not applicable (the device lacks it),
+    # with the reason, never undetermined (the data would have decided nothing)
     empty = _l1_trace(8192, L1_SIZES, 0).iloc[:0]
     prov = {"device": "x", "config": {"parameters": {"path": "ca"}}}
     doc = family("l1_size").analyse(empty, provenance=prov)
     size = doc["elements"]["l1d"]["size_bytes"]
-    assert size["value"] is None and "no `ca` load path" in size["undetermined"]
+    assert size["value"] is None and "no `ca` load path" in size["not_applicable"]
+    assert "undetermined" not in size
 
 
 @pytest.mark.parametrize(
