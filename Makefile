@@ -8,13 +8,14 @@ export PATH := $(abspath $(BIN)):$(PATH)
 # the Slurm executor plugin of the `slurm` extra, pinned there
 SLURM_PLUGIN = $(shell sed -n 's/^slurm = \["\(.*\)"\]$$/\1/p' pyproject.toml)
 
-.PHONY: reproduce test lint bench gpu-test artifact clean help
+.PHONY: reproduce test lint bench gpu-test reference artifact clean help
 
 help:
 	@echo "make reproduce   create $(VENV), install pinned deps, run the default pipeline"
 	@echo "make test        lint + the whole test suite (incl. snakemake --lint, a tiny pipeline run)"
 	@echo "make bench       simulator and pipeline speed benchmarks"
 	@echo "make gpu-test    the GPU tests (on a GPU host with pycuda)"
+	@echo "make reference GPU=NAME  (GPU host) the config/gpu.yaml run + twin -> results/reference/NAME/"
 	@echo "make artifact    dist/gpudissect-artifact-<version>.tar.gz (see ARTIFACT.md)"
 
 $(BIN)/python:
@@ -51,6 +52,13 @@ gpu-test: $(VENV)/.installed
 bench: $(VENV)/.installed
 	$(BIN)/python benchmarks/bench_sim.py
 	$(BIN)/python benchmarks/bench_pipeline.py
+
+# One GPU's reference results (results/reference/<GPU>/, README.md "Reference results"): the
+# whole config/gpu.yaml run of CUDA device 0 with its twin, then the fleet report.
+GPU ?=
+reference: $(VENV)/.installed
+	@test -n "$(GPU)" || { echo "make reference: give GPU=<folder name>, e.g. GPU=h100"; exit 2; }
+	$(BIN)/python -m gpudissect reference --gpu $(GPU) --cores $(CORES)
 
 # --- the artifact-evaluation bundle (ARTIFACT.md) ---------------------------------------------
 VERSION  = $(shell sed -n 's/^version = "\(.*\)"$$/\1/p' pyproject.toml)

@@ -23,3 +23,9 @@ rule all:
     default_target: True
     input:
         all_targets(),
+
+
+# The CUDA devices' own results (gpudissect reference runs this first, timed)
+rule measured:
+    input:
+        measured_targets(),

@@ -1,5 +1,6 @@
 """The commands that write documents from a run's results: the topology document (`topology`),
-the report (`report`) and its PDF (`pdf`). `gpudissect.cli` adds them to its parser."""
+the report (`report`) and its PDF (`pdf`), a GPU's reference folder (`reference`).
+`gpudissect.cli` adds them to its parser."""
 
 from __future__ import annotations
 
@@ -126,6 +127,27 @@ def cmd_runs(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_reference(args: argparse.Namespace) -> int:
+    from .reference import assemble, check_name, fleet, make_reference, readme
+
+    gpu = check_name(args.gpu)
+    out_root = Path(args.out_root)
+    if args.readme_only:
+        folder = out_root / gpu
+        if not (folder / "topology").is_dir():
+            raise ConfigError(f"reference --readme-only: {folder} holds no reference run")
+        (folder / "README.md").write_text(readme(folder, gpu))
+        print(f"reference README written: {folder / 'README.md'}")
+        return 0
+    if args.assemble_only:
+        final = assemble(gpu, out_root=out_root)
+        fleet(out_root)
+    else:
+        final = make_reference(gpu, cores=args.cores)
+    print(f"reference written: {final}")
+    return 0
+
+
 def _devices_with_results(analysis: Path) -> list[str]:
     return sorted(p.name for p in analysis.glob("*") if p.is_dir() and any(p.glob("*.json")))
 
@@ -192,6 +214,27 @@ def add_document_commands(sub) -> None:
     )
     s.add_argument("--out", required=True, help="the .json to write")
     s.set_defaults(func=cmd_runs)
+
+    s = sub.add_parser(
+        "reference",
+        help="a GPU's reference results in one command: the config/gpu.yaml run of CUDA device "
+        "0 with its twin -> results/reference/<GPU>/, then the fleet report",
+    )
+    s.add_argument("--gpu", required=True, help="the folder's name, e.g. h100")
+    s.add_argument("--cores", type=int, default=8, help="Snakemake's --cores (default 8)")
+    s.add_argument("--out-root", default="results/reference", help=argparse.SUPPRESS)
+    how = s.add_mutually_exclusive_group()
+    how.add_argument(
+        "--assemble-only",
+        action="store_true",
+        help="no run: assemble the folder from this checkout's finished results/ and logs/",
+    )
+    how.add_argument(
+        "--readme-only",
+        action="store_true",
+        help="no run: write the folder's README again from its documents",
+    )
+    s.set_defaults(func=cmd_reference)
 
     s = sub.add_parser("report", help="render the report (Markdown and LaTeX) of a run or a fleet")
     s.add_argument(

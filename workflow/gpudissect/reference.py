@@ -1,0 +1,377 @@
+"""A GPU's reference results, made by one command: `make reference GPU=<name>` (which calls
+`gpudissect reference --gpu <name>`) runs the whole `config/gpu.yaml` experiment set on CUDA
+device 0 with its digital twin (`config/twin.yaml`) and assembles the run into
+`results/reference/<name>/` in one fixed layout (`LAYOUT`), with a README generated from the
+run's documents; the fleet report (`results/reference/fleet.{md,pdf}`) is then rendered again
+from every GPU folder.
+
+The run is two Snakemake invocations of one config: the measured part (target `measured`: the
+GPU's sweeps, analyses, figures and topology), timed, then everything else (the twin's profile
+and its run on the simulator, the agreement, the report). A rerun resumes where a run stopped: a
+GPU host without the simulator's dependencies finishes the measured part, and the same command
+on another machine, given the run's `results/` and `logs/`, completes the rest.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pyarrow.parquet as pq
+
+from .exceptions import ConfigError, GpuDissectError
+from .sweep import TIMING_TAG
+
+CONFIGS = ("config/gpu.yaml", "config/twin.yaml")
+DEVICE = "gpu0"
+TWIN = "gpu0_twin"
+# the measured part's wall time and each sweep's, written when that part ran
+GPU_RUN = "gpu_run.json"
+_NAME = re.compile(r"^[a-z0-9][a-z0-9_-]*$")
+
+LAYOUT = (
+    ("README.md", "this page, generated from the documents below by `gpudissect reference`"),
+    (
+        f"traces/{DEVICE}/<experiment>.parquet",
+        "every timed access or launch; provenance (commit, config hash, device UUID, clocks "
+        "before and after, cubin SHA-256, carveouts) in the Parquet metadata",
+    ),
+    (
+        f"analysis/{DEVICE}/<experiment>.json",
+        "every derived quantity with confidence, method and evidence, or `undetermined` with "
+        "the reason (and the tidy tables the figures draw, `.parquet`)",
+    ),
+    (
+        f"topology/{DEVICE}.json",
+        "the topology document (config/README.md), built from `analysis/` here so that its "
+        f"pointers resolve in this folder; `{DEVICE}.mt4g.json` the same in MT4G's field names",
+    ),
+    (f"figures/{DEVICE}/", "every figure of the run (PNG and PDF)"),
+    ("report/", "the run's report (Markdown, LaTeX and, where latexmk ran, PDF)"),
+    ("logs/", "every job's log; a sweep's ends with its `sweep timing:` line"),
+    (
+        "benchmarks/",
+        f"Snakemake's per-job times, and `{GPU_RUN}`: the measured part's wall time and each "
+        "sweep's",
+    ),
+    (
+        "twin/",
+        "the digital twin: its profile (`<gpu>_twin.yaml`), the Accel-Sim options the topology "
+        "determines (`accel-sim.config`), the twin's run on the simulator (`traces/`, "
+        "`analysis/`, `topology/`) and its agreement with this GPU (`agreement.{json,md}`)",
+    ),
+)
+
+
+def check_name(gpu: str) -> str:
+    if not _NAME.match(gpu or ""):
+        raise ConfigError(
+            f"reference --gpu {gpu!r}: not a reference folder name; allowed: lower-case "
+            "letters, digits, '_' and '-', starting with a letter or digit (e.g. h100)"
+        )
+    return gpu
+
+
+def _snakemake(
+    cores: int, targets: list[str], configs: tuple[str, ...], extra: tuple[str, ...] = ()
+) -> None:
+    cmd = [sys.executable, "-m", "snakemake", *targets, "--cores", str(cores)]
+    cmd += ["--configfile", *configs, *extra]
+    print("$ " + " ".join(cmd[2:]), flush=True)
+    subprocess.run(cmd, check=True)
+
+
+def sweep_seconds(log: Path) -> float | None:
+    """A sweep's wall time, from the timing line its log ends with (traces hold no time)."""
+    lines = log.read_text().splitlines() if log.is_file() else []
+    for line in reversed(lines):
+        if TIMING_TAG in line:
+            return float(json.loads(line.split(TIMING_TAG, 1)[1])["elapsed_s"])
+    return None
+
+
+def resume_args(root: Path = Path(".")) -> tuple[str, ...]:
+    """Snakemake's arguments for a run that resumes on a host without the GPU: the arch its
+    kernels were built for, from the traces the GPU wrote (nothing when the GPU is here)."""
+    from .devices import detect_arch
+
+    try:
+        detect_arch(0)
+        return ()
+    except GpuDissectError:
+        pass
+    from .traces import METADATA_KEY
+
+    for trace in sorted((root / "results" / "traces" / DEVICE).glob("*.parquet")):
+        prov = json.loads((pq.read_schema(trace).metadata or {}).get(METADATA_KEY, b"{}"))
+        arch = (prov.get("device_info") or {}).get("arch")
+        if arch:
+            return ("--config", f"cuda_arch={arch}")
+    raise GpuDissectError(
+        "reference: no CUDA GPU here and no traces of one under results/traces/gpu0; run "
+        "`make reference` on the GPU host (it resumes here from that run's results/ and logs/)"
+    )
+
+
+def run_measured(
+    cores: int,
+    configs: tuple[str, ...] = CONFIGS,
+    root: Path = Path("."),
+    extra: tuple[str, ...] = (),
+) -> None:
+    """The measured part, timed; its times go to results/benchmarks/gpu_run.json when it ran
+    (a rerun that finds it complete keeps the times of the run that made it)."""
+    topology = root / "results" / "topology" / f"{DEVICE}.json"
+    before = topology.stat().st_mtime_ns if topology.is_file() else None
+    start = time.perf_counter()
+    _snakemake(cores, ["measured"], configs, extra)
+    wall = time.perf_counter() - start
+    if before is not None and topology.stat().st_mtime_ns == before:
+        return
+    sweeps = {}
+    for trace in sorted((root / "results" / "traces" / DEVICE).glob("*.parquet")):
+        seconds = sweep_seconds(root / "logs" / "run_sweep" / DEVICE / f"{trace.stem}.log")
+        if seconds is not None:
+            sweeps[trace.stem] = round(seconds, 1)
+    doc = {"wall_s": round(wall, 1), "cores": cores, "configs": list(configs), "sweeps": sweeps}
+    out = root / "results" / "benchmarks" / GPU_RUN
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(doc, indent=1) + "\n")
+
+
+def _copy(src: Path, dst: Path) -> None:
+    if not src.exists():
+        raise GpuDissectError(f"reference: {src} is missing; the run did not make it")
+    if src.is_dir():
+        shutil.copytree(src, dst, ignore=shutil.ignore_patterns("*.tmp", ".*"))
+    else:
+        dst.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(src, dst)
+
+
+def _topology(device: str, analysis: Path, out: Path) -> dict[str, Any]:
+    from .analysis.result import write_result
+    from .families import FAMILIES
+    from .topology import build_topology, to_mt4g, validate_topology
+
+    docs = [str(p) for exp in FAMILIES if (p := analysis / device / f"{exp}.json").is_file()]
+    doc = build_topology(device, docs, tuple(FAMILIES))
+    validate_topology(doc)
+    write_result(out / f"{device}.json", doc)
+    if device == DEVICE:
+        write_result(out / f"{device}.mt4g.json", to_mt4g(doc))
+    return doc
+
+
+def assemble(gpu: str, *, root: Path = Path("."), out_root: Path | None = None) -> Path:
+    """Copy the run under `root` (results/, logs/) into `out_root/<gpu>/` in the fixed layout;
+    built beside it and moved into place at the end, so a failure leaves the old folder."""
+    check_name(gpu)
+    results = root / "results"
+    out_root = out_root or results / "reference"
+    final = out_root / gpu
+    out = out_root / f".{gpu}.partial"
+    shutil.rmtree(out, ignore_errors=True)
+    try:
+        for sub in ("traces", "analysis", "figures"):
+            _copy(results / sub / DEVICE, out / sub / DEVICE)
+        _copy(results / "report", out / "report")
+        _copy(root / "logs", out / "logs")
+        _copy(results / "benchmarks", out / "benchmarks")
+        gpu_doc = _topology(DEVICE, out / "analysis", out / "topology")
+        twin = out / "twin"
+        for sub in ("traces", "analysis"):
+            _copy(results / sub / TWIN, twin / sub / TWIN)
+        twin_doc = _topology(TWIN, twin / "analysis", twin / "topology")
+        _copy(results / "twins" / f"{DEVICE}.yaml", twin / f"{gpu}_twin.yaml")
+        _copy(results / "twins" / f"{DEVICE}.accel-sim.config", twin / "accel-sim.config")
+        _agreement(gpu_doc, twin_doc, twin)
+        (out / "README.md").write_text(readme(out, gpu))
+        if final.exists():
+            shutil.rmtree(final)
+        os.replace(out, final)
+    finally:
+        shutil.rmtree(out, ignore_errors=True)
+    return final
+
+
+def _agreement(gpu_doc: dict, twin_doc: dict, twin: Path) -> None:
+    from .analysis.result import write_result
+    from .twin.agreement import compare_topologies, to_markdown
+
+    doc = compare_topologies(gpu_doc, twin_doc)
+    write_result(twin / "agreement.json", doc)
+    (twin / "agreement.md").write_text(to_markdown(doc))
+
+
+def fleet(out_root: Path) -> None:
+    """The fleet report of every GPU folder under `out_root` (and its PDF where latexmk is)."""
+    cmd = [sys.executable, "-m", "gpudissect", "report", "--reference", str(out_root)]
+    cmd += ["--out", str(out_root / "fleet.md")]
+    if shutil.which("latexmk"):
+        cmd += ["--pdf", str(out_root / "fleet.pdf")]
+    print("$ " + " ".join(cmd[2:]), flush=True)
+    subprocess.run(cmd, check=True)
+
+
+def make_reference(gpu: str, *, cores: int, configs: tuple[str, ...] = CONFIGS) -> Path:
+    check_name(gpu)
+    extra = resume_args()
+    run_measured(cores, configs, extra=extra)
+    _snakemake(cores, ["all"], configs, extra)
+    final = assemble(gpu)
+    fleet(final.parent)
+    return final
+
+
+# ---- the README, from the documents alone --------------------------------------------------
+
+
+def _provenance(folder: Path) -> dict[str, list[str]]:
+    """The commits and devices the folder's traces name (sorted, distinct)."""
+    from .traces import METADATA_KEY
+
+    seen: dict[str, set[str]] = {"commit": set(), "uuid": set()}
+    for trace in sorted((folder / "traces" / DEVICE).glob("*.parquet")):
+        meta = pq.read_schema(trace).metadata or {}
+        prov = json.loads(meta.get(METADATA_KEY, b"{}"))
+        seen["commit"].add(str(prov.get("git_commit")))
+        seen["uuid"].add(str((prov.get("device_info") or {}).get("uuid")))
+    return {k: sorted(v) for k, v in seen.items()}
+
+
+def _value(entry: dict[str, Any]) -> str:
+    from .report.topology_table import fmt_bytes
+
+    v = entry.get("value")
+    if v is None:
+        if "not_applicable" in entry:
+            return f"not applicable ({_gist(str(entry['not_applicable']))})"
+        if "lower_bound" in entry:
+            return f"at least {entry['lower_bound']} ({_gist(str(entry.get('undetermined')))})"
+        if "undetermined" in entry:
+            return f"undetermined ({_gist(str(entry['undetermined']))})"
+        return "not measured"
+    unit = entry.get("unit")
+    if isinstance(v, list) and not v:
+        text = "none"
+    elif isinstance(v, list):
+        text = ", ".join(json.dumps(x) if isinstance(x, (dict, list)) else str(x) for x in v)
+        text = text if len(text) <= 200 else text[:197] + "..."
+    elif unit == "bytes" and isinstance(v, (int, float)) and v >= 1024:
+        text = f"{v} ({fmt_bytes(float(v))})"
+    else:
+        text = str(v)
+    if entry.get("calibrated_value") is not None:
+        text += f" raw, {entry['calibrated_value']} calibrated"
+    if entry.get("carveout_pct") is not None:
+        text += f" at carveout {entry['carveout_pct']}%"
+    if "driver_value" in entry:
+        text += f" (driver {entry['driver_value']})"
+    return text
+
+
+def _gist(text: str) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= 160 else text[:157] + "..."
+
+
+def readme(folder: Path, gpu: str) -> str:
+    """The folder's README: every number in it read from the folder's documents."""
+    from .report.topology_table import to_markdown, topology_table
+    from .twin.agreement import counts_line
+
+    topo = json.loads((folder / "topology" / f"{DEVICE}.json").read_text())
+    facts = topo.get("driver") or {}
+    prov = _provenance(folder)
+    cc = str(facts.get("compute_capability", "")).replace(".", "")
+    lines = [
+        f"# Reference results: {topo.get('gpu')} (sm_{cc})",
+        "",
+        f"Made by `make reference GPU={gpu}`: every experiment of `config/gpu.yaml` (their "
+        "sweep ranges automatic, from the driver's facts and earlier results of the run) on CUDA "
+        f"device 0 and its twin (`config/twin.yaml`), at commit {_listed(prov['commit'])} on GPU "
+        f"{_listed(prov['uuid'])} ({facts.get('sm_count')} SMs, driver "
+        f"{facts.get('driver_version')}).",
+        "",
+    ]
+    lines += _timing(folder)
+    lines += ["## Layout", "", "| path | what |", "| --- | --- |"]
+    lines += [f"| `{p}` | {w} |" for p, w in LAYOUT]
+    lines += ["", "## Topology", ""] + to_markdown(topology_table(topo))
+    lines += ["", "## Every quantity of the topology document", ""]
+    for element, quantities in sorted((topo.get("elements") or {}).items()):
+        lines.append(f"- `{element}`")
+        for quantity, entry in sorted(quantities.items()):
+            if isinstance(entry, dict):
+                where = f" (`{entry['experiment']}`)" if entry.get("experiment") else ""
+                lines.append(f"  - {quantity}: {_value(entry)}{where}")
+    lines += _twin(folder, counts_line)
+    lines += [
+        "",
+        "The fleet report of every reference GPU is `../fleet.md` (and `../fleet.pdf`), made "
+        "by the same command.",
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def _listed(items: list[str]) -> str:
+    return ", ".join(f"`{i}`" for i in items) if items else "(none recorded)"
+
+
+def _timing(folder: Path) -> list[str]:
+    path = folder / "benchmarks" / GPU_RUN
+    if not path.is_file():
+        return ["The measured part's time was not recorded (it was complete before the run).", ""]
+    doc = json.loads(path.read_text())
+    lines = [
+        f"The measured part (`snakemake measured --cores {doc['cores']}`: nvcc, every sweep, "
+        f"analysis and figure, the topology document) took {doc['wall_s']} s of wall time; each "
+        "sweep's own time, from the `sweep timing:` line of its log:",
+        "",
+        "| sweep | seconds |",
+        "| --- | --- |",
+    ]
+    for name, s in sorted(doc["sweeps"].items(), key=lambda kv: (-kv[1], kv[0])):
+        lines.append(f"| {name} | {s} |")
+    return lines + [""]
+
+
+def _twin(folder: Path, counts_line) -> list[str]:
+    path = folder / "twin" / "agreement.json"
+    if not path.is_file():
+        return []
+    doc = json.loads(path.read_text())
+    c = doc["counts"]
+    compared = c["agree"] + c["differ"]
+    share = f"{100 * c['agree'] / compared:.1f} %" if compared else "no quantity"
+    lines = [
+        "",
+        "## Digital twin",
+        "",
+        f"The twin's run on the simulator against this GPU: {counts_line(doc)}; of the "
+        f"quantities both determined, {share} agree (`twin/agreement.md`).",
+    ]
+    if doc["open_questions"]:
+        lines += ["", "Where they differ:", ""] + [f"- {q}" for q in doc["open_questions"]]
+    config = folder / "twin" / "accel-sim.config"
+    if config.is_file():
+        options = [
+            ln
+            for ln in config.read_text().splitlines()
+            if ln.startswith("-gpgpu_cache:dl1")
+            or ln.startswith("-gpgpu_l1_latency")
+            or ln.startswith("-gpgpu_cache:dl2 ")
+            or ln.startswith("-gpgpu_n_mem")
+        ]
+        if options:
+            lines += ["", "Accel-Sim options (`twin/accel-sim.config`), among them:", "", "```"]
+            lines += options + ["```"]
+    return lines
