@@ -15,9 +15,8 @@ from gpudissect.topology import validate_topology
 from gpudissect.topology.runs import compare_runs
 
 REPO = Path(__file__).resolve().parents[1]
-H100 = REPO / "results/reference/h100"
-# `gpudissect runs` over three H100 runs at 4c11c49 and two of their topologies (run_g, run_h),
-# once under results/reference/h100/repeat_runs/ (results/reference/FINDINGS.md)
+# `gpudissect runs` over three H100 runs at 4c11c49 and their topologies (pipeline_run, run_g,
+# run_h), once under results/reference/h100/ (results/reference/FINDINGS.md)
 RUNS_4C11C49 = REPO / "tests/data/h100_runs_4c11c49"
 
 
@@ -27,7 +26,8 @@ def _topology(path):
 
 @pytest.fixture(scope="module")
 def base():
-    return _topology(H100 / "pipeline_run/topology/gpu0.json")
+    # one H100 run's topology (the runs' comparison below holds it as run_g)
+    return _topology(RUNS_4C11C49 / "run_g.json")
 
 
 def test_identical_runs_repeat_everything(base):
@@ -66,7 +66,7 @@ def test_a_structural_value_that_moves_is_undetermined_with_every_reading(base):
 
 
 def test_runs_of_other_gpus_or_a_single_run_are_refused(base):
-    h200 = _topology(REPO / "results/reference/h200/pipeline_run/topology/gpu0.json")
+    h200 = _topology(REPO / "results/reference/h200/topology/gpu0.json")
     with pytest.raises(GpuDissectError, match=r"different GPUs .*H100.*H200|different GPUs .*H200"):
         compare_runs([base, h200], ["a", "b"])
     with pytest.raises(GpuDissectError, match="1 topology document"):
@@ -78,10 +78,7 @@ def test_runs_of_other_gpus_or_a_single_run_are_refused(base):
 def test_the_committed_comparison_of_three_h100_runs_is_what_the_command_writes(tmp_path):
     committed = RUNS_4C11C49 / "runs_4c11c49.json"
     runs = _topology(committed)["runs"]["compared"]
-    paths = {
-        "pipeline_run": H100 / "pipeline_run/topology/gpu0.json",
-        **{r["run"]: RUNS_4C11C49 / f"{r['run']}.json" for r in runs[1:]},
-    }
+    paths = {r["run"]: RUNS_4C11C49 / f"{r['run']}.json" for r in runs}
     out = tmp_path / "runs.json"
     proc = subprocess.run(
         [sys.executable, "-m", "gpudissect", "runs", "--topology"]

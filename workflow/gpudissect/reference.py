@@ -34,10 +34,13 @@ DEVICE = "gpu0"
 TWIN = "gpu0_twin"
 # the measured part's wall time and each sweep's, written when that part ran
 GPU_RUN = "gpu_run.json"
+# what made the folder: written by `assemble`, absent from a folder laid out by hand
+MANIFEST = "reference.json"
 _NAME = re.compile(r"^[a-z0-9][a-z0-9_-]*$")
 
 LAYOUT = (
     ("README.md", "this page, generated from the documents below by `gpudissect reference`"),
+    (MANIFEST, "the command and configs that made this folder"),
     (
         f"traces/{DEVICE}/<experiment>.parquet",
         "every timed access or launch; provenance (commit, config hash, device UUID, clocks "
@@ -156,13 +159,17 @@ def _copy(src: Path, dst: Path) -> None:
         shutil.copy2(src, dst)
 
 
-def _topology(device: str, analysis: Path, out: Path) -> dict[str, Any]:
+def _topology(device: str, analysis: Path, out: Path, moves: tuple[Path, Path]) -> dict[str, Any]:
+    """The device's topology document from `analysis`, its pointers naming the folder that
+    `moves` (built, final) moves it to."""
     from .analysis.result import write_result
     from .families import FAMILIES
     from .topology import build_topology, to_mt4g, validate_topology
 
     docs = [str(p) for exp in FAMILIES if (p := analysis / device / f"{exp}.json").is_file()]
     doc = build_topology(device, docs, tuple(FAMILIES))
+    built, final = (str(p) + "/" for p in moves)
+    doc = json.loads(json.dumps(doc).replace(json.dumps(built)[1:-1], json.dumps(final)[1:-1]))
     validate_topology(doc)
     write_result(out / f"{device}.json", doc)
     if device == DEVICE:
@@ -185,14 +192,16 @@ def assemble(gpu: str, *, root: Path = Path("."), out_root: Path | None = None) 
         _copy(results / "report", out / "report")
         _copy(root / "logs", out / "logs")
         _copy(results / "benchmarks", out / "benchmarks")
-        gpu_doc = _topology(DEVICE, out / "analysis", out / "topology")
+        gpu_doc = _topology(DEVICE, out / "analysis", out / "topology", (out, final))
         twin = out / "twin"
         for sub in ("traces", "analysis"):
             _copy(results / sub / TWIN, twin / sub / TWIN)
-        twin_doc = _topology(TWIN, twin / "analysis", twin / "topology")
+        twin_doc = _topology(TWIN, twin / "analysis", twin / "topology", (out, final))
         _copy(results / "twins" / f"{DEVICE}.yaml", twin / f"{gpu}_twin.yaml")
         _copy(results / "twins" / f"{DEVICE}.accel-sim.config", twin / "accel-sim.config")
         _agreement(gpu_doc, twin_doc, twin)
+        manifest = {"command": f"make reference GPU={gpu}", "configs": list(CONFIGS)}
+        (out / MANIFEST).write_text(json.dumps(manifest, indent=1) + "\n")
         (out / "README.md").write_text(readme(out, gpu))
         if final.exists():
             shutil.rmtree(final)
@@ -292,12 +301,23 @@ def readme(folder: Path, gpu: str) -> str:
     facts = topo.get("driver") or {}
     prov = _provenance(folder)
     cc = str(facts.get("compute_capability", "")).replace(".", "")
+    manifest = folder / MANIFEST
+    if manifest.is_file():
+        made = (
+            f"Made by `{json.loads(manifest.read_text())['command']}`: every experiment of "
+            "`config/gpu.yaml` (their sweep ranges automatic, from the driver's facts and earlier "
+            "results of the run) on CUDA device 0 and its twin (`config/twin.yaml`)"
+        )
+    else:
+        made = (
+            f"Not made by `make reference` (this folder has no `{MANIFEST}`): a whole run of "
+            "`config/gpu.yaml` laid out in this layout by hand, its twin made from its topology; "
+            f"`make reference GPU={gpu}` on such a GPU makes it again"
+        )
     lines = [
         f"# Reference results: {topo.get('gpu')} (sm_{cc})",
         "",
-        f"Made by `make reference GPU={gpu}`: every experiment of `config/gpu.yaml` (their "
-        "sweep ranges automatic, from the driver's facts and earlier results of the run) on CUDA "
-        f"device 0 and its twin (`config/twin.yaml`), at commit {_listed(prov['commit'])} on GPU "
+        f"{made}. Its traces name commit {_listed(prov['commit'])} and GPU "
         f"{_listed(prov['uuid'])} ({facts.get('sm_count')} SMs, driver "
         f"{facts.get('driver_version')}).",
         "",
@@ -306,6 +326,13 @@ def readme(folder: Path, gpu: str) -> str:
     lines += ["## Layout", "", "| path | what |", "| --- | --- |"]
     lines += [f"| `{p}` | {w} |" for p, w in LAYOUT]
     lines += ["", "## Topology", ""] + to_markdown(topology_table(topo))
+    by_carveout = ((topo.get("elements") or {}).get("l1d") or {}).get("size_bytes") or {}
+    if by_carveout.get("by_carveout"):
+        lines += ["", "## L1 size by carveout and shared buffer (`l1_size`)", ""]
+        lines += ["| carveout | shared buffer (bytes) | L1 size (bytes) |", "| --- | --- | --- |"]
+        for p in by_carveout["by_carveout"]:
+            size = p["value"] if p.get("value") is not None else _value(p)
+            lines.append(f"| {p['carveout_pct']}% | {p.get('shared_buffer_bytes')} | {size} |")
     lines += ["", "## Every quantity of the topology document", ""]
     for element, quantities in sorted((topo.get("elements") or {}).items()):
         lines.append(f"- `{element}`")
@@ -329,7 +356,7 @@ def _listed(items: list[str]) -> str:
 def _timing(folder: Path) -> list[str]:
     path = folder / "benchmarks" / GPU_RUN
     if not path.is_file():
-        return ["The measured part's time was not recorded (it was complete before the run).", ""]
+        return [f"The measured part's time is not recorded here (no `benchmarks/{GPU_RUN}`).", ""]
     doc = json.loads(path.read_text())
     lines = [
         f"The measured part (`snakemake measured --cores {doc['cores']}`: nvcc, every sweep, "
