@@ -33,7 +33,10 @@ C_NSETS, C_SETOFF, C_LSHIFT, C_SSHIFT = 0, 1, 2, 3
 C_IKIND, C_ISHIFT, C_IOFF, C_ILEN, C_IPERIOD = 4, 5, 6, 7, 8
 C_POLICY, C_WOFF, C_LAT, C_PREFETCH = 9, 10, 11, 12
 C_COALESCE = 13  # TLB levels: log2 of the pages one entry covers when physically contiguous
-NCOL = 14
+# a cache whose data array holds fewer lines than its sets and ways index (``data_bytes``):
+# the lines it may hold (0: every way) and how many are valid now (state, reset with the lines)
+C_DATA, C_VALID = 14, 15
+NCOL = 16
 # index kinds (see indexing.py) and policy codes (see policies.py)
 MODULO, MASKS, TABLE = 0, 1, 2
 LRU, FIFO, RANDOM, PLRU, WEIGHTED, SRRIP = 0, 1, 2, 3, 4, 5
@@ -51,9 +54,11 @@ COALESCED_KEY_BIT = np.int64(1) << np.int64(58)  # tlb.py
 F_JITTER, F_OUTLIER_P = 0, 1
 # the slice array of a sliced L2 (sim/l2_slices.py) for one path and SM: the path row of the
 # sliced cache (-1: none), the slice function's kind, shift, period and slice count, the length
-# of its data; then the data (masks or table) and the hit latency of each slice
-SL_ROW, SL_KIND, SL_SHIFT, SL_PERIOD, SL_NSLICES, SL_NDATA = 0, 1, 2, 3, 4, 5
-SL_HEAD = 6
+# of its data, the structure of the SM's partition's near-copy store (-1: no copies); then the
+# data (masks or table) and the hit latency of each slice; with copies also each slice's near
+# latency and the copy store of its (home) partition
+SL_ROW, SL_KIND, SL_SHIFT, SL_PERIOD, SL_NSLICES, SL_NDATA, SL_COPY = 0, 1, 2, 3, 4, 5, 6
+SL_HEAD = 7
 
 _S12, _S25, _S27, _S11 = np.uint64(12), np.uint64(25), np.uint64(27), np.uint64(11)
 _MULT = np.uint64(0x2545F4914F6CDD1D)
@@ -138,8 +143,8 @@ def set_of(addr, par, s, idx):
 
 
 @njit(cache=True, _nrt=False, inline="always")
-def slice_latency(addr, slc):
-    """The hit latency of byte address ``addr`` in the sliced cache (``slc``: SL_* layout)."""
+def slice_of(addr, slc):
+    """The slice of byte address ``addr`` (``slc``: SL_* layout)."""
     kind, n, nd = slc[SL_KIND], slc[SL_NSLICES], slc[SL_NDATA]
     if kind == MODULO:
         k = (addr >> slc[SL_SHIFT]) % n
@@ -149,7 +154,30 @@ def slice_latency(addr, slc):
             k |= _parity(addr & slc[SL_HEAD + b]) << b
     else:
         k = slc[SL_HEAD + ((addr % slc[SL_PERIOD]) >> slc[SL_SHIFT])]
-    return slc[SL_HEAD + nd + k]
+    return k
+
+
+@njit(cache=True, _nrt=False, inline="always")
+def slice_latency(addr, slc):
+    """The hit latency of byte address ``addr`` in the sliced cache (``slc``: SL_* layout)."""
+    return slc[SL_HEAD + slc[SL_NDATA] + slice_of(addr, slc)]
+
+
+@njit(cache=True, _nrt=False)
+def near_copy(addr, slc, par, sets, idx, lines, wcum, clk, rng):
+    """An L2 with near copies, before the cache itself: the SM's partition's store looked up
+    (and filled on a miss); the near latency on a hit, else -1."""
+    if lookup(addr, par, slc[SL_COPY], sets, idx, lines, wcum, clk, rng) == HIT:
+        return slc[SL_HEAD + slc[SL_NDATA] + slc[SL_NSLICES] + slice_of(addr, slc)]
+    return -1
+
+
+@njit(cache=True, _nrt=False)
+def home_copy(addr, slc, par, sets, idx, lines, wcum, clk, rng):
+    """A line that missed the L2 is placed in its home partition's store too."""
+    home = slc[SL_HEAD + slc[SL_NDATA] + 2 * slc[SL_NSLICES] + slice_of(addr, slc)]
+    if home != slc[SL_COPY]:
+        lookup(addr, par, home, sets, idx, lines, wcum, clk, rng)
 
 
 @njit(cache=True, _nrt=False, inline="always")
@@ -220,6 +248,26 @@ def _victim(par, s, sets, row, lines, wcum, rng):
     return node - ways
 
 
+@njit(cache=True, _nrt=False)
+def _make_room(par, s, sets, lines):
+    """A line is about to fill an invalid way of structure ``s``, whose data array holds
+    ``par[s, C_DATA]`` lines: when they are all taken, the least recently used valid line of the
+    whole structure is dropped (LRU stamps; the profile allows lru only)."""
+    if par[s, C_VALID] < par[s, C_DATA]:
+        par[s, C_VALID] += 1
+        return
+    first = sets[par[s, C_SETOFF], 0]
+    last_row = par[s, C_SETOFF] + par[s, C_NSETS] - 1
+    stop = sets[last_row, 0] + sets[last_row, 1]
+    best, stamp = -1, np.int64(0)
+    for i in range(first, stop):
+        if lines[i, 0] != -1 and (best < 0 or lines[i, 1] < stamp):
+            best, stamp = i, lines[i, 1]
+    if best >= 0:
+        lines[best, 0] = -1
+        lines[best, 2] = 0
+
+
 @njit(cache=True, _nrt=False, inline="always")
 def _fill(addr, par, s, sets, idx, lines, wcum, clk, rng, sector_mask, prefetch):
     """Bring the sectors in ``sector_mask`` of ``addr``'s line in; returns HIT or MISS.
@@ -239,6 +287,8 @@ def _fill(addr, par, s, sets, idx, lines, wcum, clk, rng, sector_mask, prefetch)
     result, inserting = MISS, way < 0
     if inserting:
         way = _victim(par, s, sets, row, lines, wcum, rng)
+        if par[s, C_DATA] > 0 and lines[base + way, 0] == -1:
+            _make_room(par, s, sets, lines)
         lines[base + way, 0] = line
         lines[base + way, 2] = sector_mask
     else:
@@ -383,7 +433,15 @@ def load(
             a = entry_key(addr, par, s, vrun, cfg_i)
         else:
             a = addr if k < pre else phys
+        copied = not is_tlb and c == slc[SL_ROW] and slc[SL_COPY] >= 0
+        if copied:
+            near = near_copy(a, slc, par, sets, idx, lines, wcum, clk, rng)
+            if near >= 0:
+                latency = near
+                break
         r = lookup(a, par, s, sets, idx, lines, wcum, clk, rng)
+        if copied and r != HIT:
+            home_copy(a, slc, par, sets, idx, lines, wcum, clk, rng)
         if is_tlb:
             if r == HIT:
                 translated = True

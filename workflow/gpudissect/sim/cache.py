@@ -65,6 +65,14 @@ class CacheSpec:
     # replacement state; a load of warp w uses copy `instance_of(w)` (see INSTANCE_SELECT)
     instances_per_sm: int = 1
     instance_select: str = "warp_modulo"
+    # the bytes the data array holds where fewer than its sets and ways index (None: all): a
+    # fill into a free way when they are all taken drops the least recently used line of the
+    # whole cache (Hopper's L1 beside its shared-memory carveout)
+    data_bytes: int | None = None
+
+    @property
+    def data_lines(self) -> int | None:
+        return None if self.data_bytes is None else self.data_bytes // self.line_bytes
 
     def instance_of(self, warp: int, *, max_warps_per_sm: int) -> int:
         """The copy a load of warp ``warp`` (of its block, 0-based) uses."""
@@ -120,6 +128,8 @@ class Cache:
         """Cold cache: every way invalid, every policy forgets."""
         self.tags = [[None] * w for w in self.spec.set_ways]
         self.valid_sectors = [[0] * w for w in self.spec.set_ways]
+        self.used: dict[tuple[int, int], int] = {}  # (set, way) -> last use, for data_bytes
+        self.clock = 0
         for p in self.policies:
             p.reset()
 
@@ -131,15 +141,32 @@ class Cache:
             way = tags.index(line)
             if use:
                 policy.touch(way)
+                self._stamp(s, way)
             if valid[way] & sector_mask == sector_mask:
                 return AccessResult(True, False, s, way, None)
             valid[way] |= sector_mask
             return AccessResult(False, True, s, way, None)
         way = tags.index(None) if None in tags else policy.victim()
+        if tags[way] is None and self.spec.data_lines is not None:
+            self._make_room()
         evicted = tags[way]
         tags[way], valid[way] = line, sector_mask
         policy.insert(way)
+        self._stamp(s, way)
         return AccessResult(False, False, s, way, evicted)
+
+    def _stamp(self, s: int, way: int) -> None:
+        self.clock += 1
+        self.used[(s, way)] = self.clock
+
+    def _make_room(self) -> None:
+        """All `data_lines` lines taken: drop the least recently used one of the cache."""
+        held = [(t, sw) for sw, t in self.used.items() if self.tags[sw[0]][sw[1]] is not None]
+        if len(held) < self.spec.data_lines:
+            return
+        s, way = min(held)[1]
+        self.tags[s][way], self.valid_sectors[s][way] = None, 0
+        del self.used[(s, way)]
 
     def access(self, address_bytes: int) -> AccessResult:
         """Load the sector holding ``address_bytes``; fills (and prefetches) on a miss."""

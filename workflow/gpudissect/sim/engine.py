@@ -17,6 +17,7 @@ from ..exceptions import ProfileError
 from . import _kernels as K
 from .cache import INSTANCE_SELECT, CacheSpec
 from .indexing import make_index
+from .l2_slices import copy_stores
 from .noise import seed_states
 from .policies import POLICY_CODES
 from .profile import LOAD_PATHS, DeviceProfile
@@ -43,6 +44,7 @@ def _pack(specs: list[CacheSpec], latencies: list[int]) -> dict[str, np.ndarray]
         par[s, K.C_WOFF] = len(wcum)
         par[s, K.C_LAT] = latencies[s]
         par[s, K.C_PREFETCH] = spec.prefetch_lines
+        par[s, K.C_DATA] = spec.data_lines or 0
         idx.extend(int(x) for x in compiled.data)
         wcum.extend(np.cumsum(spec.policy.weights or [1.0]).tolist())
         for ways in spec.set_ways:
@@ -68,8 +70,9 @@ def _addresses(addresses_bytes: np.ndarray) -> np.ndarray:
     return addrs
 
 
-def _slice_array(profile: DeviceProfile, path: str, sm: int) -> np.ndarray:
-    """The slice array (``_kernels`` SL_* layout) of loads on ``path`` by SM ``sm``."""
+def _slice_array(profile: DeviceProfile, path: str, sm: int, *, copies: int = -1) -> np.ndarray:
+    """The slice array (``_kernels`` SL_* layout) of loads on ``path`` by SM ``sm``; ``copies``
+    is the structure of partition 0's near-copy store, where the L2 keeps near copies."""
     slc = np.full(K.SL_HEAD, -1, dtype=np.int64)
     spec = profile.l2_slices
     if spec is None or spec.cache not in profile.paths[path]:
@@ -84,8 +87,18 @@ def _slice_array(profile: DeviceProfile, path: str, sm: int) -> np.ndarray:
     slc[K.SL_PERIOD] = compiled.period_bytes
     slc[K.SL_NSLICES] = spec.slices
     slc[K.SL_NDATA] = len(compiled.data)
-    latency = spec.hit_cycles(base_cycles=cache.hit_latency_on(path), sm=sm)
-    return np.concatenate([slc, np.asarray(compiled.data, np.int64), latency])
+    base = cache.hit_latency_on(path)
+    latency = spec.hit_cycles(base_cycles=base, sm=sm)
+    if spec.near_copies_bytes is None:
+        return np.concatenate([slc, np.asarray(compiled.data, np.int64), latency])
+    # with near copies: a hit of the cache itself is far from every slice, a copy's is near;
+    # then the copy store of each slice's (home) partition
+    near = spec.near_cycles(base_cycles=base, sm=sm)
+    slc[K.SL_COPY] = copies + spec.sm_partition[sm]
+    home = copies + np.asarray(spec.slice_partition, dtype=np.int64)
+    return np.concatenate(
+        [slc, np.asarray(compiled.data, np.int64), near + spec.far_cycles, near, home]
+    )
 
 
 def _warp(warp: int) -> int:
@@ -115,13 +128,20 @@ class SimGPU:
         tlb_levels = profile.tlbs.levels if profile.tlbs else ()
         specs += [level.as_cache_spec() for level in tlb_levels]
         latencies += [level.miss_penalty_cycles for level in tlb_levels]
+        # an L2 that keeps near copies: one copy store per partition, after the TLB levels
+        self._copies = len(specs)
+        copies = copy_stores(profile.l2_slices, profile.caches)
+        specs += copies
+        latencies += [0] * len(copies)
         self._arrays = _pack(specs, latencies)
         for i, level in enumerate(tlb_levels):
             self._arrays["par"][n_caches + i, K.C_COALESCE] = level.coalesce_pages.bit_length() - 1
-        self.structure_names = tuple(names) + tuple(level.name for level in tlb_levels)
+        self.structure_names = (
+            tuple(names) + tuple(level.name for level in tlb_levels) + tuple(c.name for c in copies)
+        )
         self._paths = {path: self._path_array(path) for path in profile.paths}
         self._slices: dict[tuple[str, int], np.ndarray] = {}
-        self._tlbs = np.arange(n_caches, len(specs), dtype=np.int64)
+        self._tlbs = np.arange(n_caches, n_caches + len(tlb_levels), dtype=np.int64)
         tlbs, noise = profile.tlbs, profile.noise
         self._cfg_i = np.zeros(K.NCFG_I, dtype=np.int64)
         self._cfg_i[K.I_MAXWARPS] = profile.max_warps_per_sm
@@ -170,6 +190,7 @@ class SimGPU:
         a["lines"][:, 1:] = 0
         a["sets"][:, 2:] = 0
         a["clk"][:] = 0
+        a["par"][:, K.C_VALID] = 0
         self._state = np.array([-1], dtype=np.int64)  # active page-table window
         self._rng = seed_states(self.seed)
         self._spare = np.zeros(2, dtype=np.float64)  # pending normal variate of the noise
@@ -187,7 +208,7 @@ class SimGPU:
     def _slice(self, path: str, sm: int) -> np.ndarray:
         key = (path, int(sm))
         if key not in self._slices:
-            self._slices[key] = _slice_array(self.profile, path, int(sm))
+            self._slices[key] = _slice_array(self.profile, path, int(sm), copies=self._copies)
         return self._slices[key]
 
     def _args(self) -> tuple:

@@ -36,6 +36,7 @@ both give the same latencies, load for load, for the same seed.
 from __future__ import annotations
 
 from .cache import Cache
+from .l2_slices import copy_stores
 from .noise import Noise, Rng
 from .profile import DeviceProfile
 from .tlb import PageMap, Tlb
@@ -54,6 +55,9 @@ class MemoryHierarchy:
             name: [Cache(spec, rng=self.rng) for _ in range(spec.instances_per_sm)]
             for name, spec in profile.caches.items()
         }
+        self.copies = [
+            Cache(spec, rng=self.rng) for spec in copy_stores(profile.l2_slices, profile.caches)
+        ]
         self.tlb = Tlb(profile.tlbs, rng=self.rng, page_map=page_map) if profile.tlbs else None
         self.noise = Noise(profile.noise, seed=seed)
 
@@ -62,6 +66,8 @@ class MemoryHierarchy:
         for copies in self.caches.values():
             for cache in copies:
                 cache.reset()
+        for cache in self.copies:
+            cache.reset()
         if self.tlb is not None:
             self.tlb.reset()
         self.rng.reset()
@@ -82,7 +88,19 @@ class MemoryHierarchy:
             # the caches before the first translated one are virtually addressed
             before = all(not s.translated for s in specs[: k + 1])
             copy = spec.instance_of(warp, max_warps_per_sm=self.profile.max_warps_per_sm)
+            near = self.copies and sliced is not None and spec.name == sliced.cache
+            if near:
+                base = spec.hit_latency_on(path)
+                k = sliced.slice_of(physical)
+                if self.copies[sliced.sm_partition[sm]].access(physical).hit:
+                    latency = int(sliced.near_cycles(base_cycles=base, sm=sm)[k])
+                    break
             hit = self.caches[spec.name][copy].access(address_bytes if before else physical).hit
+            if near and not hit and sliced.slice_partition[k] != sliced.sm_partition[sm]:
+                self.copies[sliced.slice_partition[k]].access(physical)
+            if near and hit:
+                latency = int(sliced.near_cycles(base_cycles=base, sm=sm)[k]) + sliced.far_cycles
+                break
             if hit and not (spec.miss_on_tlb_miss and nearest_tlb_missed):
                 latency = spec.hit_latency_on(path)
                 if sliced is not None and spec.name == sliced.cache:

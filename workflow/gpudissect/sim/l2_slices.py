@@ -11,8 +11,20 @@ slice ``k`` costs
     + far_cycles when slice_partition[k] != sm_partition[s]
 
 (an SM's distance to the crossbar, the slice's distance, and the trip to the other partition).
-Misses and every other cache are unchanged. Each slice has one atomic unit, busy
-``atomic_cycles`` per warp-wide atomic (the contention launches of backends/l2slices_sim.py).
+Misses and every other cache are unchanged.
+
+With ``near_copies`` (an L2 that copies the lines an SM reads into its own partition, Hopper's)
+each partition holds a copy store of ``near_copies.size_bytes`` (LRU, ``ways`` ways, contiguous
+set index, the cache's line and sectors) in front of the cache: a load looks up its SM's
+partition's store first, and a hit there costs the hit above without the far term; a miss there
+(the store fills the line) that hits the cache costs the far term whatever the slice (the line
+comes from the other partition, or from a home partition that no longer holds it near); a load
+that misses the cache also places the line in its home partition's store (the slice's
+partition). So a footprint up to one store reads near hits, a larger one far hits until the
+cache is full, and a line that another partition's SM brought in reads far until copied.
+
+Each slice has one atomic unit, busy ``atomic_cycles`` per warp-wide atomic (the contention
+launches of backends/l2slices_sim.py).
 The engine evaluates the slice function per load (``_kernels.load``); the latencies of one SM's
 slices are computed here.
 """
@@ -23,6 +35,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .cache import CacheSpec
 from .indexing import MASKS, MODULO, IndexSpec, make_index
 
 
@@ -38,6 +51,12 @@ class L2SliceSpec:
     far_cycles: int
     line_bytes: int
     atomic_cycles: int = 4
+    near_copies_bytes: int | None = None  # None: no copies (far by slice, as above)
+    near_copies_ways: int = 16
+
+    @property
+    def partitions(self) -> int:
+        return max(max(self.slice_partition), max(self.sm_partition)) + 1
 
     def slice_of(self, address_bytes: int) -> int:
         """The slice of one byte address."""
@@ -64,6 +83,12 @@ class L2SliceSpec:
             return out
         return c.data[(a % c.period_bytes) >> c.shift]
 
+    def near_cycles(self, *, base_cycles: int, sm: int) -> np.ndarray:
+        """The latency of a hit in each slice without the far term (a near copy's)."""
+        if not 0 <= sm < len(self.sm_partition):
+            raise ValueError(f"sm must be 0..{len(self.sm_partition) - 1}, got {sm}")
+        return base_cycles + self.sm_cycles[sm] + np.asarray(self.slice_cycles, dtype=np.int64)
+
     def hit_cycles(self, *, base_cycles: int, sm: int) -> np.ndarray:
         """The latency of a hit in each slice (int64, one per slice) for a load of SM ``sm``
         whose path's hit latency of the cache is ``base_cycles``."""
@@ -76,3 +101,22 @@ class L2SliceSpec:
             + np.asarray(self.slice_cycles, dtype=np.int64)
             + self.far_cycles * far.astype(np.int64)
         )
+
+
+def copy_stores(spec: L2SliceSpec | None, caches) -> list[CacheSpec]:
+    """The near-copy store of each partition (caches of their own; none without copies)."""
+    if spec is None or spec.near_copies_bytes is None:
+        return []
+    cache = caches[spec.cache]
+    ways = spec.near_copies_ways
+    return [
+        CacheSpec(
+            name=f"{spec.cache}.near_copies[{p}]",
+            size_bytes=spec.near_copies_bytes,
+            line_bytes=cache.line_bytes,
+            set_ways=(ways,) * (spec.near_copies_bytes // cache.line_bytes // ways),
+            hit_latency_cycles=0,
+            sector_bytes=cache.sector_bytes,
+        )
+        for p in range(spec.partitions)
+    ]

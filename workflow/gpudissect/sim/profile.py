@@ -267,6 +267,19 @@ class _Checker:
                 "a cache with translated: false is looked up before any TLB, so a TLB miss "
                 "cannot cancel its hits; drop one of the two",
             )
+        data = d.get("data_bytes")
+        if data is not None:
+            if data % line or data > size:
+                self.fail(
+                    f"{where}.data_bytes",
+                    f"{data} must be a multiple of line_bytes {line} and at most size_bytes {size}",
+                )
+            if d.get("policy", {}).get("kind", "lru") != "lru":
+                self.fail(
+                    f"{where}.data_bytes",
+                    "a data array smaller than the sets and ways drops its least recently used "
+                    "line: give policy lru",
+                )
         return CacheSpec(
             name=name,
             size_bytes=size,
@@ -282,6 +295,7 @@ class _Checker:
             path_latency_cycles=tuple(d.get("path_latency_cycles", {}).items()),
             instances_per_sm=d.get("instances_per_sm", 1),
             instance_select=d.get("instance_select", "warp_modulo"),
+            data_bytes=data,
         )
 
     def tlb_level(self, i: int, d: dict) -> TlbLevelSpec:
@@ -366,7 +380,18 @@ class _Checker:
                 self.fail(
                     f"{where}.{key}", f"has {len(values[key])} entries; give one per {per}: {want}"
                 )
+        copies = d.get("near_copies")
+        if copies is not None:
+            copy_lines = copies["size_bytes"] // line
+            ways = copies.get("ways", 16)
+            if copies["size_bytes"] % line or copy_lines % ways:
+                self.fail(
+                    f"{where}.near_copies.size_bytes",
+                    f"{copies['size_bytes']} must be whole sets of {ways} ways of {line}-B lines",
+                )
         return L2SliceSpec(
+            near_copies_bytes=None if copies is None else copies["size_bytes"],
+            near_copies_ways=16 if copies is None else copies.get("ways", 16),
             cache=name,
             slices=n,
             index=index,
