@@ -43,7 +43,7 @@ def cmd_twin(args: argparse.Namespace) -> int:
             f"--name {name!r}: not a profile name; allowed: letters, digits, '_', '.', '-', "
             "starting with a letter or digit"
         )
-    twin = twin_profile(topology, name=name)
+    twin = twin_profile(topology, name=name, base=str(Path(args.topology).resolve().parent))
     command = f"gpudissect twin --topology {args.topology} --out {args.out}"
     out = write_twin(twin, args.out, topology_path=args.topology, command=command)
     print(f"twin profile written: {out} ({len(twin.assumed)} values assumed)")
@@ -79,7 +79,12 @@ def cmd_export(args: argparse.Namespace) -> int:
     argv = ["gpudissect", "export", "--format", args.format, "--topology", args.topology]
     if args.l2_slices:
         argv += ["--l2-slices", str(args.l2_slices)]
-    text = accel_sim_config(topology, l2_slices=args.l2_slices, command=shlex.join(argv))
+    text = accel_sim_config(
+        topology,
+        l2_slices=args.l2_slices,
+        command=shlex.join(argv),
+        base=str(Path(args.topology).resolve().parent),
+    )
     if args.out:
         Path(args.out).parent.mkdir(parents=True, exist_ok=True)
         Path(args.out).write_text(text)

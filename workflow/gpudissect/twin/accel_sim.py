@@ -9,7 +9,9 @@ the end for the user. Formats (as GPGPU-Sim parses them):
   `<mshr type>:<mshr entries>:<mshr merge>,<miss queue>:<result fifo>` (S: sectored, 32-byte
   sectors; replacement L LRU or F FIFO; set index L linear); the L2's sets are per memory
   sub-partition (slice).
-- latencies in core cycles: `-gpgpu_l1_latency`, `-gpgpu_smem_latency`, `-gpgpu_l2_rop_latency`,
+- latencies in core cycles, each the load's own (the topology's `calibrated_value`: the timed
+  window's overhead taken off) where the topology calibrated it, else the raw timed window:
+  `-gpgpu_l1_latency`, `-gpgpu_smem_latency`, `-gpgpu_l2_rop_latency`,
   `-dram_latency`; `-gpgpu_shmem_num_banks`, `-gpgpu_shmem_size`, `-gpgpu_n_clusters`,
   `-gpgpu_n_cores_per_cluster`, `-gpgpu_shader_core_pipeline <threads>:<warp size>`,
   `-gpgpu_compute_capability_major|minor`.
@@ -31,7 +33,6 @@ UNMEASURED_L2 = ("B:m:L:L", "32:0")
 UNMEASURED_CONST = ("R:f:N:L", "4:0")
 LEFT_FOR_USER = (
     ("-gpgpu_clock_domains", "interconnect, L2 and DRAM clocks are not measured"),
-    ("-gpgpu_n_mem, -gpgpu_n_sub_partition_per_mchannel", "the run measures no L2 slice map"),
     ("-gpgpu_mem_addr_mapping, -gpgpu_dram_timing_opt", "DRAM organisation is not measured"),
     ("-gpgpu_shmem_option, -gpgpu_unified_l1d_size", "carveout steps are the driver's"),
     ("-gpgpu_cache:il1, -ptx_opcode_latency_*", "instruction caches and ALUs are not measured"),
@@ -58,9 +59,20 @@ def _geometry(c: _Config, element: str) -> tuple[int, int, int, str, list[str]]:
     lines = int(b.value(element, "size_bytes")) // line
     notes = [b.cite(element, "size_bytes"), b.cite(element, "line_bytes")]
     ways_per_set = b.value(element, "ways_per_set")
+    sets = b.value(element, "sets")
     if ways_per_set and len(set(ways_per_set)) == 1 and sum(ways_per_set) == lines:
         ways = int(ways_per_set[0])
         notes.append(b.cite(element, "ways_per_set"))
+    elif ways_per_set and len(set(ways_per_set)) == 1 and sets and sets * ways_per_set[0] >= lines:
+        # the eviction sets' geometry: the sets and ways the tags index (the data the size
+        # sweeps fit may be fewer lines: Hopper's L1 beside its carveout)
+        ways = int(ways_per_set[0])
+        notes[0] = (
+            f"{int(sets)} sets x {ways} ways measured ({b.cite(element, 'sets')}; "
+            f"{b.cite(element, 'ways_per_set')}); the data the size sweeps fit: "
+            f"{b.cite(element, 'size_bytes')}"
+        )
+        lines = int(sets) * ways
     else:
         ways = D.default_ways(lines, element)
         notes.append(f"ways ASSUMED {ways} (sets and ways undetermined; the twin's default)")
@@ -74,6 +86,34 @@ def _geometry(c: _Config, element: str) -> tuple[int, int, int, str, list[str]]:
             f"replacement ASSUMED LRU (measured: {policy})" if policy else "replacement ASSUMED LRU"
         )
     return lines, line, ways, rep, notes
+
+
+def _hashed_index(b: TopologyReader, element: str) -> str | None:
+    """The XOR masks of a hashed set index, as the analysis wrote them (or None)."""
+    for quantity in ("sets", "set_index_bits"):
+        entry = (b.elements.get(element) or {}).get(quantity) or {}
+        for reading in (entry, *(entry.get("other_readings") or [])):
+            function = (b.read_analysis(reading.get("analysis")) or {}).get("index_function")
+            masks = ((function or {}).get("masks") or {}).get("value")
+            if masks:
+                return ", ".join(masks)
+    return None
+
+
+def _calibrated(b: TopologyReader, element: str, quantity: str) -> tuple[float, str] | None:
+    """A latency as the load itself takes it: the entry's calibrated value (the timed window's
+    overhead taken off) where the topology has one, else the raw value; with the citation."""
+    entry = b.entry(element, quantity)
+    if entry is None:
+        return None
+    if entry.get("calibrated_value") is not None:
+        cal = entry.get("calibration") or {}
+        return float(entry["calibrated_value"]), (
+            f"{b.cite(element, quantity)}, calibrated {entry['calibrated_value']} (raw minus "
+            f"the window overhead {cal.get('window_overhead_cycles')}: {cal.get('analysis')}"
+            f"#{cal.get('source')})"
+        )
+    return float(entry["value"]), f"{b.cite(element, quantity)} (raw timed window: no calibration)"
 
 
 def _mshr(c: _Config, default: str) -> tuple[str, str]:
@@ -115,46 +155,49 @@ def _cache_line(
         mshr_note,
         f"write/alloc fields {wr} and queues {queues} not measured",
     ]
+    masks = _hashed_index(b, element)
+    if masks:
+        notes.append(
+            f"set index L (linear): the measured index is an XOR hash, masks {masks}, which no "
+            "GPGPU-Sim set-index function (L, H Fermi hash, P ipoly, X bitwise XOR) expresses"
+        )
     c.option(option, value, "; ".join(notes))
     c.leave(option, f"check the unmeasured write/allocation fields ({wr}) and queues")
 
 
 def _latency(c: _Config, option: str, element: str, minus: str | None = None) -> None:
     b = c.b
-    v = b.value(element, "hit_latency_cycles" if minus != "miss" else "miss_latency_cycles")
-    if v is None:
+    got = _calibrated(
+        b, element, "hit_latency_cycles" if minus != "miss" else "miss_latency_cycles"
+    )
+    if got is None:
         c.leave(option, f"{element} latency undetermined")
         return
+    v, why = got
     if minus is None:
-        c.option(option, round(v), b.cite(element, "hit_latency_cycles") + " (P-chase latency)")
+        c.option(option, round(v), why + " (P-chase latency)")
         return
+    other = _calibrated(b, element if minus == "miss" else minus, "hit_latency_cycles")
+    if other is None:
+        c.leave(option, f"{element if minus == 'miss' else minus} hit latency undetermined")
+        return
+    base, base_why = other
     if minus == "miss":  # DRAM: the L2's miss latency minus its hit latency
-        hit = b.value(element, "hit_latency_cycles")
-        if hit is None:
-            c.leave(option, "l2 hit latency undetermined")
-            return
-        c.option(
-            option,
-            round(v - hit),
-            f"derived: L2 miss - L2 hit ({b.cite(element, 'miss_latency_cycles')}; "
-            f"{b.cite(element, 'hit_latency_cycles')})",
-        )
-        return
-    base = b.value(minus, "hit_latency_cycles")
-    if base is None:
-        c.leave(option, f"{minus} hit latency undetermined")
+        c.option(option, round(v - base), f"derived: L2 miss - L2 hit ({why}; {base_why})")
         return
     c.option(
         option,
         round(v - base),
-        f"derived: {element} hit - {minus} hit, interconnect included "
-        f"({b.cite(element, 'hit_latency_cycles')}; {b.cite(minus, 'hit_latency_cycles')})",
+        f"derived: {element} hit - {minus} hit, interconnect included ({why}; {base_why})",
     )
 
 
-def accel_sim_config(topology: dict[str, Any], *, l2_slices: int | None, command: str) -> str:
-    """The options as the text of a gpgpusim.config fragment."""
-    b = TopologyReader(topology)
+def accel_sim_config(
+    topology: dict[str, Any], *, l2_slices: int | None, command: str, base: str | None = None
+) -> str:
+    """The options as the text of a gpgpusim.config fragment (`base`: where the analysis
+    documents are read from, `TopologyReader`)."""
+    b = TopologyReader(topology, base=base)
     c = _Config(b)
     facts = topology.get("driver") or {}
     if facts.get("sm_count"):
@@ -193,12 +236,36 @@ def accel_sim_config(topology: dict[str, Any], *, l2_slices: int | None, command
     else:
         c.leave("-gpgpu_shmem_num_banks", "banks undetermined")
     _latency(c, "-gpgpu_smem_latency", "shared")
+    measured_slices = b.value("l2", "slices")
     if l2_slices:
         _cache_line(c, "-gpgpu_cache:dl2", "l2", UNMEASURED_L2, slices=l2_slices)
+    elif measured_slices:
+        _cache_line(c, "-gpgpu_cache:dl2", "l2", UNMEASURED_L2, slices=int(measured_slices))
+        c.option(
+            "-gpgpu_n_mem",
+            int(measured_slices),
+            b.cite("l2", "slices") + "; one sub-partition per memory channel "
+            "(-gpgpu_n_sub_partition_per_mchannel 1): GPGPU-Sim has one L2 slice per "
+            "sub-partition",
+        )
+        c.option("-gpgpu_n_sub_partition_per_mchannel", 1, "one L2 slice per memory channel")
     else:
         c.leave("-gpgpu_cache:dl2", "its sets are per L2 slice: give --l2-slices N")
+    if b.value("l2", "partition_function") or b.value("l2", "partitions"):
+        c.leave(
+            "L2 slice hash",
+            f"measured partition function (XOR of address bits "
+            f"{b.value('l2', 'partition_function')}) over {b.value('l2', 'partitions')} "
+            "partitions; -gpgpu_memory_partition_indexing offers linear, XOR of fixed bits, IPOLY "
+            "and a random hash, not a measured XOR of chosen bits",
+        )
     _latency(c, "-gpgpu_l2_rop_latency", "l2", minus="l1d")
     _latency(c, "-dram_latency", "l2", minus="miss")
+    if not (l2_slices or measured_slices):
+        c.leave(
+            "-gpgpu_n_mem, -gpgpu_n_sub_partition_per_mchannel",
+            "the run left the L2 slice count undetermined",
+        )
     for name, why in LEFT_FOR_USER:
         c.leave(name, why)
     if b.value("l2", "far_hit_latency_cycles") is not None:

@@ -10,14 +10,42 @@ from . import defaults as D
 from .reading import TopologyReader, round_int
 
 
+def _tlb_entries(b: TopologyReader, name: str, below: dict | None) -> tuple[int, int, str] | None:
+    """(entries, page bytes, citation note) of a TLB level: measured, or (a level the mapping
+    walks found only by its reach, Hopper's third level) its scattered reach in pages of the
+    level below it."""
+    entries, page = b.value(name, "entries"), b.value(name, "page_bytes")
+    if entries and page and not page & (page - 1):
+        return int(entries), int(page), ""
+    reach = b.value(name, "reach_scattered_bytes") or b.value(name, "reach_contiguous_bytes")
+    if not reach or below is None:
+        return None
+    page = below["page_bytes"]
+    quantity = (
+        "reach_scattered_bytes"
+        if b.value(name, "reach_scattered_bytes")
+        else ("reach_contiguous_bytes")
+    )
+    note = (
+        f"derived: {b.cite(name, quantity)} / the {below['name']}'s page of {page} B; the page "
+        f"assumed the level below it's"
+    )
+    b.assume(f"tlbs.{name}.page_bytes", f"{page} B, the page of {below['name']} (not measured)")
+    return round_int(reach / page), page, note
+
+
 def tlbs_block(b: TopologyReader) -> dict[str, Any] | None:
     levels = []
-    for name in ("l1_tlb", "l2_tlb"):
-        entries, page = b.value(name, "entries"), b.value(name, "page_bytes")
-        if not entries or not page or page & (page - 1):
+    for name in ("l1_tlb", "l2_tlb", "l3_tlb"):
+        got = _tlb_entries(b, name, levels[-1] if levels else None)
+        if got is None:
             continue
-        cite = {"entries": b.cite(name, "entries"), "page_bytes": b.cite(name, "page_bytes")}
-        level: dict[str, Any] = {"name": name, "entries": int(entries), "page_bytes": int(page)}
+        entries, page, note = got
+        if note:
+            cite = {"entries": note, "page_bytes": note}
+        else:
+            cite = {"entries": b.cite(name, "entries"), "page_bytes": b.cite(name, "page_bytes")}
+        level: dict[str, Any] = {"name": name, "entries": entries, "page_bytes": page}
         ways = b.value(name, "ways_per_set")
         if ways and sum(ways) == entries:
             level["set_ways"] = [int(w) for w in ways]
@@ -42,6 +70,12 @@ def tlbs_block(b: TopologyReader) -> dict[str, Any] | None:
             if penalty is not None
             else b.assume(f"tlbs.{name}.miss_penalty_cycles", "0: no penalty measured")
         )
+        coalesce = b.value(name, "coalesced_pages")
+        if coalesce and int(coalesce) > 1 and not int(coalesce) & (int(coalesce) - 1):
+            level["coalesce_pages"] = int(coalesce)
+            cite["coalesce_pages"] = b.cite(name, "coalesced_pages")
+        elif coalesce:
+            cite["coalesce_pages"] = b.cite(name, "coalesced_pages") + " (no coalescing)"
         level["cite"] = cite
         levels.append(level)
     if not levels:
@@ -138,3 +172,82 @@ def timing_block(b: TopologyReader) -> dict[str, Any] | None:
             f"{entry.get('analysis')}#{entry.get('source')}, confidence {entry.get('confidence')})"
         )
     return out if "window_overhead_cycles" in out else None
+
+
+def _partition_sms(b: TopologyReader, sms: int) -> tuple[list[int], str] | None:
+    """Each SM's L2 partition: the constant of its partition function (the l2_slices
+    document's per-SM readings), with the citation."""
+    entry = (b.elements.get("l2") or {}).get("partitions") or {}
+    doc = b.read_analysis(entry.get("analysis")) or {}
+    per_sm = {int(s["sm"]): int(s["constant"]) for s in doc.get("sms") or [] if "constant" in s}
+    if len(per_sm) != sms or set(per_sm) != set(range(sms)):
+        return None
+    return [per_sm[s] for s in range(sms)], (
+        f"measured: the partition of each SM = the constant of its partition function "
+        f"({entry.get('experiment')}, {entry.get('analysis')}#/sms, {len(per_sm)} SMs)"
+    )
+
+
+def l2_slices_block(b: TopologyReader, *, sms: int) -> dict[str, Any] | None:
+    """The L2's two partitions (the sim's `l2_slices` block, one slice per partition where the
+    run left the slices undetermined): the partition function, each SM's partition, the far
+    term and, where the footprint sweep saw near hits up to a near size, the near copies."""
+    partitions, bits = b.value("l2", "partitions"), b.value("l2", "partition_function")
+    if partitions != 2 or not bits:
+        return None
+    of_sms = _partition_sms(b, sms)
+    if of_sms is None:
+        return None
+    mask = sum(1 << int(x) for x in bits)
+    cite = {
+        "slices": b.cite("l2", "partitions")
+        + "; one slice per partition (the run left the slices undetermined)",
+        "index": b.cite("l2", "partition_function") + f" (mask {mask:#x})",
+        "slice_partition": "derived: slice k is partition k",
+        "sm_partition": of_sms[1],
+    }
+    if b.value("l2", "slices") is None:
+        b.assume(
+            "l2_slices.slices", "one slice per partition: the run left the slices undetermined"
+        )
+    near, far = b.value("l2", "hit_latency_cycles"), b.value("l2", "far_hit_latency_cycles")
+    if near is not None and far is not None:
+        far_cycles = round_int(far - near)
+        cite["far_cycles"] = (
+            f"derived: far hit - near hit = {far} - {near} "
+            f"({b.cite('l2', 'far_hit_latency_cycles')}"
+            f"; {b.cite('l2', 'hit_latency_cycles')})"
+        )
+        if b.value("l2", "far_penalty_cycles") is not None:
+            cite["far_cycles"] += (
+                f"; the slice map's own reading: {b.cite('l2', 'far_penalty_cycles')}"
+            )
+    elif b.value("l2", "far_penalty_cycles") is not None:
+        far_cycles = round_int(b.value("l2", "far_penalty_cycles"))
+        cite["far_cycles"] = b.cite("l2", "far_penalty_cycles")
+    else:
+        return None
+    out: dict[str, Any] = {
+        "cache": "l2",
+        "slices": 2,
+        "index": {"kind": "xor", "masks": [mask]},
+        "slice_partition": [0, 1],
+        "sm_partition": of_sms[0],
+        "far_cycles": max(far_cycles, 0),
+    }
+    near_size = b.value("l2", "near_size_bytes")
+    if near_size:
+        line = int(b.value("l2", "line_bytes") or D.DEFAULT_LINE_BYTES)
+        ways, sets = D.default_geometry(int(near_size) // line, "l2")
+        out["near_copies"] = {"size_bytes": ways * sets * line, "ways": ways}
+        b.assume(
+            "l2_slices.near_copies.ways",
+            f"{ways} ways x {sets} sets, LRU, contiguous index (the copies' sets undetermined)",
+        )
+        cite["near_copies"] = (
+            b.cite("l2", "near_size_bytes")
+            + "; a footprint up to it hits near, beyond it far until the L2 size: the lines an "
+            "SM reads are copied into its partition, which holds this much"
+        )
+    out["cite"] = cite
+    return out

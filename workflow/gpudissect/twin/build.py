@@ -16,7 +16,7 @@ from typing import Any
 from ..exceptions import TraceError
 from ..topology.reconcile import agrees
 from . import defaults as D
-from .blocks import requests_block, shared_block, timing_block, tlbs_block
+from .blocks import l2_slices_block, requests_block, shared_block, timing_block, tlbs_block
 from .reading import TopologyReader, round_int
 
 L1_LEVEL = ("l1d", "texture", "readonly")
@@ -131,10 +131,29 @@ def _cache(b: TopologyReader, element: str, fallback_line: int) -> dict[str, Any
         out["sector_bytes"] = int(sector)
         cite["sector_bytes"] = b.cite(element, "sector_bytes")
     ways = b.value(element, "ways_per_set")
+    sets_measured = b.value(element, "sets")
     if ways and sum(ways) == lines:
         out["set_ways"] = [int(w) for w in ways]
         cite["set_ways"] = b.cite(element, "ways_per_set")
         sets = len(out["set_ways"])
+    elif ways and len(set(ways)) == 1 and sets_measured and sets_measured * ways[0] >= lines:
+        # sets x ways measured (eviction sets) hold more lines than the data the size sweeps
+        # fit: the lines the tags index are not all data (Hopper's L1 beside its shared-memory
+        # carveout); the cache is the measured geometry, its data the measured size
+        sets = int(sets_measured)
+        out["ways"] = int(ways[0])
+        cite["ways"] = b.cite(element, "ways_per_set") + "; " + b.cite(element, "sets")
+        out["size_bytes"] = sets * out["ways"] * line
+        cite["size_bytes"] = (
+            f"derived: sets x ways x line = {sets} x {out['ways']} x {line} "
+            f"({b.cite(element, 'sets')})"
+        )
+        if sets * out["ways"] > lines:
+            out["data_bytes"] = lines * line
+            cite["data_bytes"] = b.cite(element, "size_bytes") + (
+                f"; the {lines} lines the data array holds of the {sets * out['ways']} "
+                "the sets and ways index"
+            )
     else:
         out["ways"], sets = D.default_geometry(lines, element)
         cite["ways"] = b.assume(
@@ -147,9 +166,13 @@ def _cache(b: TopologyReader, element: str, fallback_line: int) -> dict[str, Any
             out["size_bytes"] = out["ways"] * sets * line
             cite["size_bytes"] += f"; rounded down to {sets} whole sets of {out['ways']} ways"
     bits = b.value(element, "set_index_bits")
+    masks = _index_masks(b, element)
     if bits and 2 ** len(bits) == sets:
         out["index"] = {"kind": "bit_list", "bits": [int(x) for x in bits]}
         cite["index"] = b.cite(element, "set_index_bits")
+    elif masks and 2 ** len(masks[0]) == sets:
+        out["index"] = {"kind": "xor", "masks": masks[0]}
+        cite["index"] = masks[1]
     elif sets > 1:
         cite["index"] = b.assume(f"{where}.index", D.INDEX_REASON)
     out["policy"] = _policy(b, element, out, cite, where)
@@ -165,6 +188,25 @@ def _cache(b: TopologyReader, element: str, fallback_line: int) -> dict[str, Any
         cite["instances_per_sm"] = b.cite(element, "instances_per_sm")
     out["cite"] = cite
     return out
+
+
+def _index_masks(b: TopologyReader, element: str) -> tuple[list[int], str] | None:
+    """The XOR masks of a hashed set index (an index the analysis found linear but not
+    bit-defined: `set_index_bits` undetermined, the masks in its document's
+    `index_function`), with their citation."""
+    for quantity in ("sets", "set_index_bits", "ways_per_set"):
+        entry = (b.elements.get(element) or {}).get(quantity) or {}
+        for reading in (entry, *(entry.get("other_readings") or [])):
+            doc = b.read_analysis(reading.get("analysis"))
+            function = (doc or {}).get("index_function") or {}
+            masks = (function.get("masks") or {}).get("value")
+            if function.get("linear") and masks:
+                return [int(str(m), 0) for m in masks], (
+                    f"measured: {element} set index = XOR masks {', '.join(masks)} "
+                    f"({reading.get('experiment')}, {reading.get('analysis')}"
+                    f"#/index_function/masks, confidence {function['masks'].get('confidence')})"
+                )
+    return None
 
 
 def _policy(b: TopologyReader, element: str, cache: dict, cite: dict, where: str) -> dict[str, Any]:
@@ -284,9 +326,11 @@ def _dram(b: TopologyReader) -> dict[str, Any]:
     return {k: out[k] for k in ("latency_cycles", "size_bytes", "cite") if k in out}
 
 
-def twin_profile(topology: dict[str, Any], *, name: str) -> Twin:
-    """The twin of the device `topology` describes (a topology document, config/README.md)."""
-    b = TopologyReader(topology)
+def twin_profile(topology: dict[str, Any], *, name: str, base: str | None = None) -> Twin:
+    """The twin of the device `topology` describes (a topology document, config/README.md);
+    `base`: where its analysis documents are read from when their paths do not resolve as
+    given (the document's folder: `TopologyReader`)."""
+    b = TopologyReader(topology, base=base)
     profile = _top(b, name)
     caches, paths = _caches_and_paths(b)
     profile["dram"] = _dram(b)
@@ -297,6 +341,7 @@ def twin_profile(topology: dict[str, Any], *, name: str) -> Twin:
         ("shared", shared_block(b)),
         ("requests", requests_block(b)),
         ("timing", timing_block(b)),
+        ("l2_slices", l2_slices_block(b, sms=profile["sms"])),
     ):
         if block is not None:
             profile[key] = block
