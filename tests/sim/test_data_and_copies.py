@@ -1,0 +1,106 @@
+"""A cache whose data array holds fewer lines than its sets and ways (``data_bytes``) and an L2
+whose partitions keep near copies (``l2_slices.near_copies``): hand-derived hits and latencies,
+and the numba engine against the Python reference model."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from gpudissect.sim.engine import SimGPU
+from gpudissect.sim.hierarchy import MemoryHierarchy
+from gpudissect.sim.profile import load_profile
+
+DRAM = 100
+
+
+def test_a_full_data_array_drops_the_least_recently_used_line_of_any_set(
+    base_profile, write_profile
+):
+    # 2 sets x 2 ways of 32-B lines (set = line mod 2), data for 3 lines, LRU.
+    # Lines 0, 1, 2 fill set 0 (0, 2) and set 1 (1): 3 lines, the data is full. Line 3 goes to
+    # a free way of set 1 but must drop the least recently used line of the cache: line 0.
+    # Then line 0 misses (it drops line 1, now the oldest), line 2 hits, line 1 misses.
+    doc = base_profile(
+        caches={
+            "l1d": {
+                "size_bytes": 128,
+                "line_bytes": 32,
+                "ways": 2,
+                "data_bytes": 96,
+                "policy": {"kind": "lru"},
+                "hit_latency_cycles": 1,
+            }
+        },
+        dram={"latency_cycles": DRAM},
+    )
+    profile = load_profile(write_profile(doc))
+    addresses = np.array([0, 1, 2, 3, 0, 2, 1]) * 32
+    want = [DRAM, DRAM, DRAM, DRAM, DRAM, 1, DRAM]
+    assert SimGPU(profile, seed=0).load_sequence("ca", addresses).tolist() == want
+    reference = MemoryHierarchy(profile, seed=0)
+    assert [reference.load("ca", int(a)) for a in addresses] == want
+
+
+def _copies_profile(base_profile):
+    # an L2 of 8 lines of 128 B (1 set, LRU) in two slices by address bit 7 (slice = line
+    # parity), slice k in partition k; SM 0 in partition 0, SM 1 in partition 1; each partition
+    # keeps 2 lines of near copies (1 set of 2 ways). Hit 200, far term 50.
+    return base_profile(
+        sms=2,
+        caches={
+            "l2": {
+                "size_bytes": 1024,
+                "line_bytes": 128,
+                "ways": 8,
+                "policy": {"kind": "lru"},
+                "hit_latency_cycles": 200,
+            }
+        },
+        paths={"cg": ["l2"]},
+        dram={"latency_cycles": 600},
+        l2_slices={
+            "cache": "l2",
+            "slices": 2,
+            "index": {"kind": "xor", "masks": [0x80]},
+            "slice_partition": [0, 1],
+            "sm_partition": [0, 1],
+            "far_cycles": 50,
+            "near_copies": {"size_bytes": 256, "ways": 2},
+        },
+    )
+
+
+def test_near_copies_read_near_while_they_fit_then_far_until_the_l2_is_full(
+    base_profile, write_profile
+):
+    profile = load_profile(write_profile(_copies_profile(base_profile)))
+    # SM 0 walks lines 0, 1 twice: the first pass misses (DRAM), the second hits its copies
+    # (near: 200). Then lines 0..3 twice: 0 and 1 hit their copies (200), 2 and 3 miss (DRAM)
+    # and take the store's 2 ways; from then on the store (LRU, a cycle of 4 lines over 2 ways)
+    # misses every time and the L2 serves them: far (250) whatever the slice.
+    gpu, reference = SimGPU(profile, seed=0), MemoryHierarchy(profile, seed=0)
+    two = np.array([0, 1, 0, 1]) * 128
+    four = np.array([0, 1, 2, 3, 0, 1, 2, 3]) * 128
+    want_two = [600, 600, 200, 200]
+    want_four = [200, 200, 600, 600, 250, 250, 250, 250]
+    assert gpu.load_sequence("cg", two, sm=0).tolist() == want_two
+    assert [reference.load("cg", int(a), sm=0) for a in two] == want_two
+    assert gpu.load_sequence("cg", four, sm=0).tolist() == want_four
+    assert [reference.load("cg", int(a), sm=0) for a in four] == want_four
+
+
+def test_a_line_another_partition_brought_in_is_near_only_when_homed_here(
+    base_profile, write_profile
+):
+    profile = load_profile(write_profile(_copies_profile(base_profile)))
+    # SM 0 (partition 0) brings lines 0 and 1 in: line 1 (slice 1) is placed in partition 1's
+    # store as its home. SM 1 then reads line 1 near (200) and line 0 far (250, then copied),
+    # and line 0 again near.
+    addresses = np.array([0, 1]) * 128
+    again = np.array([1, 0, 0]) * 128
+    gpu, reference = SimGPU(profile, seed=0), MemoryHierarchy(profile, seed=0)
+    gpu.load_sequence("cg", addresses, sm=0)
+    for a in addresses:
+        reference.load("cg", int(a), sm=0)
+    assert gpu.load_sequence("cg", again, sm=1).tolist() == [200, 250, 200]
+    assert [reference.load("cg", int(a), sm=1) for a in again] == [200, 250, 200]
