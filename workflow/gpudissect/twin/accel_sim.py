@@ -261,10 +261,10 @@ def accel_sim_config(
         )
     _latency(c, "-gpgpu_l2_rop_latency", "l2", minus="l1d")
     _latency(c, "-dram_latency", "l2", minus="miss")
-    if not (l2_slices or measured_slices):
+    if not measured_slices:
         c.leave(
             "-gpgpu_n_mem, -gpgpu_n_sub_partition_per_mchannel",
-            "the run left the L2 slice count undetermined",
+            "the run measures no L2 slice count",
         )
     for name, why in LEFT_FOR_USER:
         c.leave(name, why)
