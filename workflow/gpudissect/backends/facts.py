@@ -47,7 +47,7 @@ def facts_from_profile(profile: Any) -> DeviceFacts:
         compute_capability=profile.compute_capability,
         sm_count=profile.sms,
         max_threads_per_sm=32 * profile.max_warps_per_sm,
-        l2_bytes=l2.size_bytes if l2 is not None else None,
+        l2_bytes=(l2.reported_size_bytes or l2.size_bytes) if l2 is not None else None,
         shared_per_sm_bytes=shared,
         shared_per_block_optin_bytes=shared,
         total_memory_bytes=profile.dram.size_bytes,

@@ -69,6 +69,8 @@ class CacheSpec:
     # fill into a free way when they are all taken drops the least recently used line of the
     # whole cache (Hopper's L1 beside its shared-memory carveout)
     data_bytes: int | None = None
+    # what a driver reports as the size (None: size_bytes); sweep ranges only (DeviceFacts)
+    reported_size_bytes: int | None = None
 
     @property
     def data_lines(self) -> int | None:

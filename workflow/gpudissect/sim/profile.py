@@ -296,6 +296,7 @@ class _Checker:
             instances_per_sm=d.get("instances_per_sm", 1),
             instance_select=d.get("instance_select", "warp_modulo"),
             data_bytes=data,
+            reported_size_bytes=d.get("reported_size_bytes"),
         )
 
     def tlb_level(self, i: int, d: dict) -> TlbLevelSpec:

@@ -276,6 +276,11 @@ def _caches_and_paths(b: TopologyReader) -> tuple[dict[str, Any], dict[str, Any]
         paths["const"] = [*const, "l2"]
         paths["cite"]["const"] = f"measured: {', '.join(const)} found on the const path"
     caches["l2"] = _cache(b, "l2", D.DEFAULT_LINE_BYTES)
+    reported = b.fact((("l2_cache_size_bytes", 1),))
+    if reported and round_int(reported[0]) != caches["l2"]["size_bytes"]:
+        # the GPU's run sized its L2 sweeps from the driver's L2: the twin's sweep the same
+        caches["l2"]["reported_size_bytes"] = round_int(reported[0])
+        caches["l2"]["cite"]["reported_size_bytes"] = reported[1] + " (sets sweep ranges only)"
     firsts = [(PATH_OF[e], e) for group in _groups(b) for e in group]
     _l2_path_latencies(b, caches["l2"], firsts, const)
     paths["cg"] = ["l2"]
