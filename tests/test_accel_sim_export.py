@@ -57,22 +57,46 @@ def test_the_export_of_a_reference_topology_parses_and_cites_every_option(gpu, t
         m = CACHE.match(options[option])
         assert m, options[option]
         size = int(m["sets"]) * int(m["line"]) * int(m["ways"]) * per
-        assert size == el[element]["size_bytes"]["value"]
+        sets, ways = (el[element].get(q, {}).get("value") for q in ("sets", "ways_per_set"))
+        if sets and ways and len(set(ways)) == 1:
+            # the measured geometry: the sets and ways the eviction sets found
+            assert (int(m["sets"]), int(m["ways"])) == (sets, ways[0])
+            assert size == sets * ways[0] * el[element]["line_bytes"]["value"]
+            assert "ASSUMED" not in comments[option].split("replacement")[0]
+        else:
+            assert size == el[element]["size_bytes"]["value"]
+            assert "ASSUMED" in comments[option]  # the run measured no ways for this cache
         assert int(m["line"]) == el[element]["line_bytes"]["value"]
         sectored = el[element]["sector_bytes"]["value"] == 32 and int(m["line"]) == 128
         assert m["kind"] == ("S" if sectored else "N")
-        assert "ASSUMED" in comments[option]  # the runs measured no ways for these caches
-    assert options["-gpgpu_l1_latency"] == str(round(el["l1d"]["hit_latency_cycles"]["value"]))
+
+    def latency(element, key="hit_latency_cycles"):
+        entry = el[element][key]
+        return entry.get("calibrated_value", entry["value"])
+
+    assert options["-gpgpu_l1_latency"] == str(round(latency("l1d")))
     assert options["-gpgpu_shmem_num_banks"] == str(el["shared"]["banks"]["value"])
     l2 = el["l2"]
     assert options["-dram_latency"] == str(
         round(l2["miss_latency_cycles"]["value"] - l2["hit_latency_cycles"]["value"])
     )
-    assert "-gpgpu_n_mem" in left and "-gpgpu_clock_domains" in left
-    # without a slice count the L2 line is left to the user
+    assert "-gpgpu_clock_domains" in left
+    measured_slices = l2.get("slices", {}).get("value")
+    assert "-gpgpu_n_mem" in left  # given on the command line, or not measured
+    # without --l2-slices the L2's sets follow the measured slice count, or are left to the user
     assert main(argv) == 0
     options, _, left = _parse(capsys.readouterr().out)
-    assert "-gpgpu_cache:dl2" not in options and "-gpgpu_cache:dl2: its sets are per L2" in left
+    if measured_slices:
+        assert options["-gpgpu_n_mem"] == str(measured_slices)
+    else:
+        assert "-gpgpu_n_mem" in left
+    lines = l2["size_bytes"]["value"] // line_bytes
+    if measured_slices and lines % (16 * measured_slices) == 0:
+        assert CACHE.match(options["-gpgpu_cache:dl2"])
+    elif measured_slices:
+        assert f"{lines} lines do not divide into 16 ways x {measured_slices} slices" in left
+    else:
+        assert "-gpgpu_cache:dl2" not in options and "-gpgpu_cache:dl2: its sets are per L2" in left
 
 
 def test_export_refuses_a_slice_count_below_one(tmp_path, capsys):

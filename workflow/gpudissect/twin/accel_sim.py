@@ -68,7 +68,7 @@ def _geometry(c: _Config, element: str) -> tuple[int, int, int, str, list[str]]:
         # sweeps fit may be fewer lines: Hopper's L1 beside its carveout)
         ways = int(ways_per_set[0])
         notes[0] = (
-            f"{int(sets)} sets x {ways} ways measured ({b.cite(element, 'sets')}; "
+            f"measured: {int(sets)} sets x {ways} ways ({b.cite(element, 'sets')}; "
             f"{b.cite(element, 'ways_per_set')}); the data the size sweeps fit: "
             f"{b.cite(element, 'size_bytes')}"
         )
@@ -126,7 +126,12 @@ def _mshr(c: _Config, default: str) -> tuple[str, str]:
 
 
 def _cache_line(
-    c: _Config, option: str, element: str, unmeasured: tuple[str, str], slices: int = 1
+    c: _Config,
+    option: str,
+    element: str,
+    unmeasured: tuple[str, str],
+    slices: int = 1,
+    slices_from: str = "given on the command line, not measured",
 ) -> None:
     b = c.b
     if b.value(element, "size_bytes") is None or b.value(element, "line_bytes") is None:
@@ -145,11 +150,7 @@ def _cache_line(
     mshr, mshr_note = _mshr(c, "A:256:8" if element != "constant_l1" else "S:2:64")
     wr, queues = unmeasured
     value = f"{kind}:{sets}:{line}:{ways},{rep}:{wr},{mshr},{queues}"
-    per = (
-        f" per slice ({slices} slices given on the command line, not measured)"
-        if slices > 1
-        else ""
-    )
+    per = f" per slice ({slices} slices {slices_from})" if slices > 1 else ""
     notes += [
         f"{sets} sets{per}",
         mshr_note,
@@ -239,8 +240,21 @@ def accel_sim_config(
     measured_slices = b.value("l2", "slices")
     if l2_slices:
         _cache_line(c, "-gpgpu_cache:dl2", "l2", UNMEASURED_L2, slices=l2_slices)
+        if measured_slices:
+            c.leave(
+                "-gpgpu_n_mem",
+                f"--l2-slices {l2_slices} was given; the run measured {int(measured_slices)} "
+                "slices",
+            )
     elif measured_slices:
-        _cache_line(c, "-gpgpu_cache:dl2", "l2", UNMEASURED_L2, slices=int(measured_slices))
+        _cache_line(
+            c,
+            "-gpgpu_cache:dl2",
+            "l2",
+            UNMEASURED_L2,
+            slices=int(measured_slices),
+            slices_from="measured by l2_slices",
+        )
         c.option(
             "-gpgpu_n_mem",
             int(measured_slices),
