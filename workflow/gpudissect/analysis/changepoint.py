@@ -121,9 +121,31 @@ def noise_sigma(signal: np.ndarray) -> float:
     return float(0.5 * np.min(np.abs(diffs[diffs != 0])))
 
 
-def _default_penalty(signal: np.ndarray, cost: str) -> float:
+def _median_standard_error(groups: Sequence[np.ndarray]) -> float:
+    """The noise of a per-point median read from the points' own samples: the median over the
+    points of 1.2533 * sigma / sqrt(m) (a median's standard error), sigma from each point's MAD;
+    0 where the samples of most points do not spread."""
+    errors = [
+        1.2533 * _MAD_TO_SIGMA * float(np.median(np.abs(a - np.median(a)))) / np.sqrt(len(a))
+        for a in groups
+        if len(a) > 1
+    ]
+    return float(np.median(errors)) if errors else 0.0
+
+
+def _default_penalty(
+    signal: np.ndarray, cost: str, groups: Sequence[np.ndarray] | None = None
+) -> float:
     n = len(signal)
     sigma = noise_sigma(signal)
+    diffs = np.diff(signal)
+    if groups is not None and diffs.size and np.median(np.abs(diffs - np.median(diffs))) == 0:
+        # the differences do not spread (noise-free plateaus): their resolution would be the
+        # smallest step, which hides steps as large; the samples behind each point say how
+        # much a point's median can move
+        within = _median_standard_error(groups)
+        if 0.0 < within < sigma:
+            sigma = within
     if sigma == 0.0:
         return 1.0  # constant signal: any positive penalty keeps it in one segment
     if cost == "l2":
@@ -235,7 +257,9 @@ class Changepoints:
             self._samples = np.concatenate(arrays)
             self._offsets = np.concatenate([[0], np.cumsum([len(a) for a in arrays])])
         self.penalty_ = (
-            _default_penalty(self._signal, self.cost) if self.penalty is None else self.penalty
+            _default_penalty(self._signal, self.cost, None if groups is None else arrays)
+            if self.penalty is None
+            else self.penalty
         )
         self.candidates_ = self._segment()
         self.breakpoints_ = tuple(self._confirm(self.candidates_))
