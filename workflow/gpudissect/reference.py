@@ -102,7 +102,8 @@ def sweep_seconds(log: Path) -> float | None:
 
 def resume_args(root: Path = Path(".")) -> tuple[str, ...]:
     """Snakemake's arguments for a run that resumes on a host without the GPU: the arch its
-    kernels were built for, from the traces the GPU wrote (nothing when the GPU is here)."""
+    kernels were built for, from the traces the GPU wrote, and files made again by their
+    modification times alone (nothing when the GPU is here)."""
     from .devices import detect_arch
 
     try:
@@ -116,7 +117,9 @@ def resume_args(root: Path = Path(".")) -> tuple[str, ...]:
         prov = json.loads((pq.read_schema(trace).metadata or {}).get(METADATA_KEY, b"{}"))
         arch = (prov.get("device_info") or {}).get("arch")
         if arch:
-            return ("--config", f"cuda_arch={arch}")
+            # naming the arch changes the device entry's parameters: only missing or older
+            # files are made again here, never the GPU's sweeps for that alone
+            return ("--config", f"cuda_arch={arch}", "--rerun-triggers", "mtime")
     raise GpuDissectError(
         "reference: no CUDA GPU here and no traces of one under results/traces/gpu0; run "
         "`make reference` on the GPU host (it resumes here from that run's results/ and logs/)"

@@ -74,10 +74,20 @@ if RUN.cuda_devices and workflow.local_exec and "gpu" not in workflow.global_res
     workflow.global_resources["gpu"] = 2
 
 
+def cuda_traces_missing():
+    """Whether a CUDA device of the run lacks a trace (a run that resumes on another host,
+    its GPU's traces all made, needs no GPU backend here)."""
+    return any(
+        not Path("results", "traces", d.name, f"{exp}.parquet").is_file()
+        for d in RUN.cuda_devices
+        for exp in experiments_of(d.name)
+    )
+
+
 onstart:
     # A local run on a CUDA device needs pycuda here: found out before any job (nvcc among them)
     # starts. Only now does Snakemake know whether the jobs run here or on a cluster's nodes.
-    if RUN.cuda_devices and workflow.local_exec:
+    if RUN.cuda_devices and workflow.local_exec and cuda_traces_missing():
         if (reason := cuda_backend_missing()) is not None:
             raise WorkflowError(
                 f"gpudissect: devices {[d.name for d in RUN.cuda_devices]} use backend cuda: "
