@@ -218,7 +218,12 @@ def _run_config(**entry):
 
 
 def test_a_cuda_device_with_twin_gets_a_sim_device_running_the_topology_experiments():
-    from gpudissect.config import TWIN_EXPERIMENTS, parse
+    from gpudissect.config import (
+        STRUCTURE_EXPERIMENTS,
+        TOPOLOGY_EXPERIMENTS,
+        TWIN_EXPERIMENTS,
+        parse,
+    )
 
     run = parse(_run_config(twin=True))
     gpu, twin = run.devices
@@ -226,9 +231,11 @@ def test_a_cuda_device_with_twin_gets_a_sim_device_running_the_topology_experime
     assert str(twin.profile) == "results/twins/gpu0.yaml"
     enabled = {e for e in gpu.experiments if twin.enabled(e)}
     assert enabled == {e for e in TWIN_EXPERIMENTS if gpu.enabled(e)}
-    # the experiments config/topology_only.yaml leaves enabled are exactly the twin's
+    # the experiments config/topology_only.yaml leaves enabled, and the structure ones
     only = yaml.safe_load((REPO / "config/topology_only.yaml").read_text())["experiments"]
-    assert set(TWIN_EXPERIMENTS) == set(gpu.experiments) - set(only)
+    assert set(TOPOLOGY_EXPERIMENTS) == set(gpu.experiments) - set(only)
+    assert set(TWIN_EXPERIMENTS) == set(TOPOLOGY_EXPERIMENTS) | set(STRUCTURE_EXPERIMENTS)
+    assert set(STRUCTURE_EXPERIMENTS) <= set(only)
     assert len(parse(_run_config()).devices) == 1
 
 

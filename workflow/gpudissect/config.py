@@ -390,7 +390,10 @@ def parse(
 
 
 # the experiments a twin runs: those the topology document needs (config/topology_only.yaml)
-TWIN_EXPERIMENTS = (
+# and the structure below the sizes that the twin carries (the L1's eviction sets, the L2's
+# slice map and partitions, the TLB levels and their coalescing), so that the agreement
+# compares them too
+TOPOLOGY_EXPERIMENTS = (
     "cache_stage1",
     "cache_sharing",
     "cache_instances",
@@ -398,6 +401,8 @@ TWIN_EXPERIMENTS = (
     "bank_conflicts",
     "timing_overhead",
 )
+STRUCTURE_EXPERIMENTS = ("l1_sets", "l2_slices", "tlbs", "tlb_mappings")
+TWIN_EXPERIMENTS = TOPOLOGY_EXPERIMENTS + STRUCTURE_EXPERIMENTS
 TWIN_SUFFIX = "_twin"
 
 
