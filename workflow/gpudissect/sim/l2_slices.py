@@ -14,14 +14,15 @@ slice ``k`` costs
 Misses and every other cache are unchanged.
 
 With ``near_copies`` (an L2 that copies the lines an SM reads into its own partition, Hopper's)
-each partition holds a copy store of ``near_copies.size_bytes`` (LRU, ``ways`` ways, contiguous
-set index, the cache's line and sectors) in front of the cache: a load looks up its SM's
-partition's store first, and a hit there costs the hit above without the far term; a miss there
-(the store fills the line) that hits the cache costs the far term whatever the slice (the line
-comes from the other partition, or from a home partition that no longer holds it near); a load
-that misses the cache also places the line in its home partition's store (the slice's
-partition). So a footprint up to one store reads near hits, a larger one far hits until the
-cache is full, and a line that another partition's SM brought in reads far until copied.
+each partition holds a copy store of ``near_copies.size_bytes`` (LRU, ``ways`` ways, its own
+set index, contiguous bits by default, the cache's line and sectors) in front of the cache: a
+load looks up its SM's partition's store first, and a hit there costs the hit above without
+the far term; a miss there (the store fills the line) that hits the cache costs the far term
+whatever the slice (the line comes from the other partition, or from a home partition that no
+longer holds it near); a load that misses the cache also places the line in its home
+partition's store (the slice's partition). So a footprint up to one store reads near hits, a
+larger one far hits until the cache is full, and a line that another partition's SM brought in
+reads far until copied.
 
 Each slice has one atomic unit, busy ``atomic_cycles`` per warp-wide atomic (the contention
 launches of backends/l2slices_sim.py).
@@ -31,7 +32,7 @@ slices are computed here.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -53,6 +54,7 @@ class L2SliceSpec:
     atomic_cycles: int = 4
     near_copies_bytes: int | None = None  # None: no copies (far by slice, as above)
     near_copies_ways: int = 16
+    near_copies_index: IndexSpec = field(default_factory=IndexSpec)
 
     @property
     def partitions(self) -> int:
@@ -115,6 +117,7 @@ def copy_stores(spec: L2SliceSpec | None, caches) -> list[CacheSpec]:
             size_bytes=spec.near_copies_bytes,
             line_bytes=cache.line_bytes,
             set_ways=(ways,) * (spec.near_copies_bytes // cache.line_bytes // ways),
+            index=spec.near_copies_index,
             hit_latency_cycles=0,
             sector_bytes=cache.sector_bytes,
         )

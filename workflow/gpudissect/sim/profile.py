@@ -382,6 +382,7 @@ class _Checker:
                     f"{where}.{key}", f"has {len(values[key])} entries; give one per {per}: {want}"
                 )
         copies = d.get("near_copies")
+        copies_index = IndexSpec()
         if copies is not None:
             copy_lines = copies["size_bytes"] // line
             ways = copies.get("ways", 16)
@@ -390,9 +391,16 @@ class _Checker:
                     f"{where}.near_copies.size_bytes",
                     f"{copies['size_bytes']} must be whole sets of {ways} ways of {line}-B lines",
                 )
+            copies_index = self.index(
+                copies.get("index"),
+                f"{where}.near_copies.index",
+                sets=copy_lines // ways,
+                line_bytes=line,
+            )
         return L2SliceSpec(
             near_copies_bytes=None if copies is None else copies["size_bytes"],
             near_copies_ways=16 if copies is None else copies.get("ways", 16),
+            near_copies_index=copies_index,
             cache=name,
             slices=n,
             index=index,

@@ -238,11 +238,25 @@ def l2_slices_block(b: TopologyReader, *, sms: int) -> dict[str, Any] | None:
     near_size = b.value("l2", "near_size_bytes")
     if near_size:
         line = int(b.value("l2", "line_bytes") or D.DEFAULT_LINE_BYTES)
-        ways, sets = D.default_geometry(int(near_size) // line, "l2")
+        lines = int(near_size) // line
+        # a hashed store, as the L2 it copies is hashed (its partitions follow an XOR of
+        # address bits): the index an XOR fold of every address bit above the line, over as
+        # many sets as the largest power of two dividing the lines (the measured size exactly)
+        # while that leaves 8-512 ways; else sets leaving about 16 ways, the size rounded
+        sets = lines & -lines
+        while sets > 1 and lines // sets < 8:
+            sets //= 2
+        if lines // sets > 512:
+            sets = 1 << max((lines // 16).bit_length() - 1, 0)
+        ways = max(round(lines / sets), 1)
         out["near_copies"] = {"size_bytes": ways * sets * line, "ways": ways}
+        if sets > 1:
+            out["near_copies"]["index"] = {"kind": "xor", "masks": D.fold_masks(sets, line)}
         b.assume(
             "l2_slices.near_copies.ways",
-            f"{ways} ways x {sets} sets, LRU, contiguous index (the copies' sets undetermined)",
+            f"{ways} ways x {sets} sets ({ways * sets * line} B of the measured {near_size}), LRU, "
+            "an XOR fold of every address bit above the line as its index (the copies' sets "
+            "undetermined; the L2 it copies is hashed)",
         )
         cite["near_copies"] = (
             b.cite("l2", "near_size_bytes")

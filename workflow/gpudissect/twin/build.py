@@ -154,6 +154,13 @@ def _cache(b: TopologyReader, element: str, fallback_line: int) -> dict[str, Any
                 f"; the {lines} lines the data array holds of the {sets * out['ways']} "
                 "the sets and ways index"
             )
+    elif element == "l2" and _hashed_l2(b) and (folded := _folded_geometry(lines)):
+        out["ways"], sets = folded
+        cite["ways"] = b.assume(
+            f"{where}.ways",
+            f"{out['ways']} ways x {sets} sets of {lines} lines (sets and ways undetermined; as "
+            "many sets as a power of two divides the lines, for the hashed index below)",
+        )
     else:
         out["ways"], sets = D.default_geometry(lines, element)
         cite["ways"] = b.assume(
@@ -171,8 +178,26 @@ def _cache(b: TopologyReader, element: str, fallback_line: int) -> dict[str, Any
         out["index"] = {"kind": "bit_list", "bits": [int(x) for x in bits]}
         cite["index"] = b.cite(element, "set_index_bits")
     elif masks and 2 ** len(masks[0]) == sets:
-        out["index"] = {"kind": "xor", "masks": masks[0]}
+        folded, top = _fold_above(masks[0])
+        out["index"] = {"kind": "xor", "masks": folded}
         cite["index"] = masks[1]
+        if top < D.ADDRESS_BITS - 1:
+            cite["index"] += "; " + b.assume(
+                f"{where}.index.high_bits",
+                f"address bits {top + 1}-{D.ADDRESS_BITS - 1}, above those the masks were solved "
+                f"over, folded in (bit {top + 1}+j into mask j mod {len(folded)}): an index of "
+                "no bit above them would crowd a walk at a power-of-two stride near "
+                f"2^{top} B into few sets",
+            )
+    elif element == "l2" and _hashed_l2(b) and sets & (sets - 1) == 0 and sets > 1:
+        out["index"] = {"kind": "xor", "masks": D.fold_masks(sets, line)}
+        cite["index"] = b.assume(
+            f"{where}.index",
+            "an XOR fold of every address bit above the line into the set bits (bit "
+            f"{line.bit_length() - 1}+i+{sets.bit_length() - 1}j into set bit i): the GPU's L2 "
+            "is hashed (its partitions follow an XOR of address bits, measured by l2_slices); "
+            "contiguous bits would crowd walks at power-of-two strides into few sets",
+        )
     elif sets > 1:
         cite["index"] = b.assume(f"{where}.index", D.INDEX_REASON)
     out["policy"] = _policy(b, element, out, cite, where)
@@ -188,6 +213,33 @@ def _cache(b: TopologyReader, element: str, fallback_line: int) -> dict[str, Any
         cite["instances_per_sm"] = b.cite(element, "instances_per_sm")
     out["cite"] = cite
     return out
+
+
+def _fold_above(masks: list[int]) -> tuple[list[int], int]:
+    """The masks with every address bit above their highest folded in, bit top+1+j into mask
+    j mod len(masks); and that highest bit."""
+    top = max(m.bit_length() for m in masks) - 1
+    out = list(masks)
+    for bit in range(top + 1, D.ADDRESS_BITS):
+        out[(bit - top - 1) % len(out)] |= 1 << bit
+    return out, top
+
+
+def _hashed_l2(b: TopologyReader) -> bool:
+    """The run found the L2 indexed by a hash of the address: its partitions by an XOR."""
+    return bool(b.value("l2", "partition_function"))
+
+
+def _folded_geometry(lines: int) -> tuple[int, int] | None:
+    """(ways, sets): as many sets as the largest power of two dividing `lines` (keeping at
+    least 4 ways), at most 256 ways; None where no such split exists."""
+    sets = lines & -lines  # the largest power of two dividing lines
+    while sets > 1 and lines // sets < 4:
+        sets //= 2
+    ways = lines // sets
+    if sets < 2 or ways > 256:
+        return None
+    return ways, sets
 
 
 def _index_masks(b: TopologyReader, element: str) -> tuple[list[int], str] | None:

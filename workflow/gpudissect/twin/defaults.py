@@ -99,3 +99,15 @@ def default_geometry(lines: int, element: str = "") -> tuple[int, int]:
     while _crowding(sets):
         sets -= 1
     return DEFAULT_MAX_WAYS, sets
+
+
+# the address bits a twin's hashed index folds in (a 48-bit virtual address space)
+ADDRESS_BITS = 48
+
+
+def fold_masks(sets: int, line: int) -> list[int]:
+    """XOR masks of `sets` (a power of two) sets: set bit i is the parity of the line-address
+    bits i, i + k, i + 2k, ... (k = log2 sets) up to ADDRESS_BITS, so that a walk at any
+    power-of-two stride spreads over the sets."""
+    k, low = sets.bit_length() - 1, line.bit_length() - 1
+    return [sum(1 << b for b in range(low + i, ADDRESS_BITS, k)) for i in range(k)]
