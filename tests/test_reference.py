@@ -91,8 +91,7 @@ def _run_from_reference(root: Path, gpu: str = "h200") -> None:
     results = root / "results"
     for sub in ("traces", "analysis", "figures"):
         shutil.copytree(src / sub / DEVICE, results / sub / DEVICE)
-    for sub in ("traces", "analysis"):
-        shutil.copytree(src / "twin" / sub / TWIN, results / sub / TWIN)
+    shutil.copytree(src / "twin" / "analysis" / TWIN, results / "analysis" / TWIN)
     shutil.copytree(src / "report", results / "report")
     shutil.copytree(src / "benchmarks", results / "benchmarks")
     shutil.copytree(src / "logs", root / "logs")
@@ -118,6 +117,7 @@ def test_assembling_a_run_makes_the_layout_with_pointers_into_the_folder(tmp_pat
         "twin/agreement.json",
         "twin/agreement.md",
         f"twin/topology/{TWIN}.json",
+        f"twin/analysis/{TWIN}/l2.json",
         "report/report.md",
         "benchmarks/gpu_run.json",
     ):
@@ -128,6 +128,7 @@ def test_assembling_a_run_makes_the_layout_with_pointers_into_the_folder(tmp_pat
     ]
     assert pointers and all(Path(p).is_file() for p in pointers)
     assert all(Path(p).is_relative_to(final / "analysis") for p in pointers)
+    assert not (final / "twin" / "traces").exists()  # made again from the profile
     assert json.loads((final / MANIFEST).read_text())["command"] == "make reference GPU=mygpu"
     assert (final / "README.md").read_text() == readme(final, "mygpu")
     # the same run's agreement as committed: assembling does not change what it compares

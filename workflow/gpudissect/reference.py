@@ -67,8 +67,9 @@ LAYOUT = (
     (
         "twin/",
         "the digital twin: its profile (`<gpu>_twin.yaml`), the Accel-Sim options the topology "
-        "determines (`accel-sim.config`), the twin's run on the simulator (`traces/`, "
-        "`analysis/`, `topology/`) and its agreement with this GPU (`agreement.{json,md}`)",
+        "determines (`accel-sim.config`), the twin's run on the simulator (`analysis/`, "
+        "`topology/`; its traces are not kept: the profile and the seeded simulator make them "
+        "again) and its agreement with this GPU (`agreement.{json,md}`)",
     ),
 )
 
@@ -197,8 +198,8 @@ def assemble(gpu: str, *, root: Path = Path("."), out_root: Path | None = None) 
         _copy(results / "benchmarks", out / "benchmarks")
         gpu_doc = _topology(DEVICE, out / "analysis", out / "topology", (out, final))
         twin = out / "twin"
-        for sub in ("traces", "analysis"):
-            _copy(results / sub / TWIN, twin / sub / TWIN)
+        # the twin's traces stay out: its profile and the seeded simulator make them again
+        _copy(results / "analysis" / TWIN, twin / "analysis" / TWIN)
         twin_doc = _topology(TWIN, twin / "analysis", twin / "topology", (out, final))
         _copy(results / "twins" / f"{DEVICE}.yaml", twin / f"{gpu}_twin.yaml")
         _copy(results / "twins" / f"{DEVICE}.accel-sim.config", twin / "accel-sim.config")
