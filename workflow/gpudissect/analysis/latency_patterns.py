@@ -29,7 +29,7 @@ import numpy as np
 import pandas as pd
 
 from ..exceptions import AnalysisError
-from .result import quantity, undetermined
+from .result import no_path_reason, not_applicable, quantity, undetermined
 
 PATTERNS = ("P1", "P2", "P3", "P4", "P5", "P6")
 POSITION_BYTES = 4  # the trace's `position` is the byte address / 4
@@ -158,6 +158,8 @@ def _summary(lat: np.ndarray, pattern: str, path: str, caps: dict[str, Any]) -> 
 
 def classify_trace(data: pd.DataFrame, caps: dict[str, Any]) -> pd.DataFrame:
     """The trace with a `pattern` column."""
+    if data.empty:  # no path the device has
+        return data.assign(pattern=pd.Series(dtype=object))
     parts = []
     for _, g in data.groupby("point", sort=True):
         g = g.sort_values("step")
@@ -194,11 +196,11 @@ def analyse(
         "clocks_after": provenance.get("clocks_after"),
         "capacities": caps,
         "elements": {},
-        "paths": {},
+        "paths": _absent_paths(data, provenance),
     }
     if caps["page_bytes"] is None:
         reason = "the page size is undetermined (tlbs.json), so pages cannot be told apart"
-        doc["paths"] = {
+        doc["paths"] |= {
             p: {pat: undetermined(reason) for pat in PATTERNS} for p in data["path"].unique()
         }
         return doc
@@ -225,6 +227,18 @@ def analyse(
             "findings": _findings(result),
         }
     return doc
+
+
+def _absent_paths(data: pd.DataFrame, provenance: dict[str, Any]) -> dict[str, Any]:
+    """Every configured path the trace has no row of (the sweep skips a path the device
+    lacks): each pattern not applicable, with the reason."""
+    asked = provenance.get("config", {}).get("parameters", {}).get("paths") or []
+    measured = set(data["path"].unique())
+    return {
+        p: {pat: not_applicable(no_path_reason(provenance, path=p)) for pat in PATTERNS}
+        for p in asked
+        if p not in measured
+    }
 
 
 def _findings(r: dict[str, Any]) -> list[str]:

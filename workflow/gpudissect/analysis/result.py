@@ -68,9 +68,10 @@ def _plain(obj: Any) -> Any:
     raise TypeError(f"cannot serialise {type(obj).__name__}")
 
 
-def no_path_reason(provenance: dict[str, Any]) -> str:
-    """Why a trace is empty: the device lacks the load path the experiment needs."""
-    path = provenance.get("config", {}).get("parameters", {}).get("path", "?")
+def no_path_reason(provenance: dict[str, Any], *, path: str | None = None) -> str:
+    """Why a trace is empty (or holds no rows of `path`, for experiments of several paths):
+    the device lacks the load path the experiment needs."""
+    path = path or provenance.get("config", {}).get("parameters", {}).get("path", "?")
     return f"the device has no `{path}` load path, so nothing was measured"
 
 

@@ -42,6 +42,7 @@ import pyarrow as pa
 from ..backends.base import Backend, ChaseWork
 from ..config import AUTO, DeviceEntry
 from ..exceptions import ConfigError
+from . import empty_frame
 from .auto_ranges import index_bytes, walk_memory_bytes
 from .sparse_chase import ColdChaseWork
 
@@ -316,10 +317,9 @@ def run(
         t.source,
         steps,
     )
-    available = getattr(backend, "profile", None)
     frames, total = [], len(sweep.paths) * sweep.repetitions
     for path in sweep.paths:
-        if available is not None and path not in available.paths:
+        if not backend.has_path(path):
             log.info("latency_patterns: the device has no %s path; skipped", path)
             continue
         work = chase_work(path, plan, steps)
@@ -346,4 +346,6 @@ def run(
             )
             if progress:
                 progress(len(frames), total)
+    if not frames:  # no path the device has: the analysis reports each as not applicable
+        return empty_frame(SCHEMA)
     return pd.concat(frames, ignore_index=True)
