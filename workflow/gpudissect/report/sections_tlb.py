@@ -13,6 +13,7 @@ from gpudissect import yamlio
 from ..datafiles import PAPERS_DIR as PAPERS
 from .compare import difference
 from .sections import conf as conf_text
+from .sections import unset
 
 PATTERNS = ("P1", "P2", "P3", "P4", "P5", "P6")
 
@@ -32,7 +33,7 @@ def _show(q: dict[str, Any] | None, fmt=str) -> str:
     if not q:
         return "—"
     if q.get("value") is None:
-        return f"undetermined ({q.get('undetermined', 'no reason recorded')})"
+        return unset(q, sep=" (", end=")")
     return fmt(q["value"])
 
 
