@@ -1,0 +1,307 @@
+"""What a drawn figure shows, read back from its matplotlib artists: each panel's axis labels,
+its named series and its marks, with their colours by name. A figure's caption is written from
+this (`caption_text`), so it cannot name an axis, a series or a colour the figure does not draw.
+
+An artist is named by its label (what the legend shows) or, for a mark the legend leaves out,
+by its gid (`mark(artist, "reported L2 size")`)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+from matplotlib.collections import LineCollection, PolyCollection
+from matplotlib.colors import to_rgb
+from matplotlib.image import AxesImage
+from matplotlib.lines import Line2D
+from matplotlib.patches import Patch, Rectangle
+
+# the word a reader uses for each colour the figures draw: seaborn's colorblind palette (the
+# theme's, C0-C9) and matplotlib's plain colours; any other colour takes the nearest one's word
+COLOUR_WORDS = {
+    "#0173b2": "blue",
+    "#de8f05": "orange",
+    "#029e73": "green",
+    "#d55e00": "dark orange",  # seaborn's "red" of this palette (vermilion) reads as orange
+    "#cc78bc": "pink",
+    "#ca9161": "brown",
+    "#fbafe4": "light pink",
+    "#949494": "grey",
+    "#ece133": "yellow",
+    "#56b4e9": "light blue",
+    "#000000": "black",
+    "#808080": "grey",
+    "#ffffff": "white",
+    "#ff0000": "red",
+    "#0000ff": "blue",
+    "#008000": "green",
+    "#800080": "purple",
+}
+# every colour word a caption could use, for the check that it names a drawn colour
+COLOUR_VOCABULARY = frozenset(
+    {w for word in COLOUR_WORDS.values() for w in word.split()} - {"dark", "light"}
+    | {"cyan", "magenta", "violet", "crimson", "scarlet", "gray"}
+)
+_STYLES = {"-": "", "--": "dashed ", ":": "dotted ", "-.": "dash-dotted ", "None": ""}
+
+
+def colour_word(colour) -> str:
+    """The word for a matplotlib colour: the nearest entry of COLOUR_WORDS."""
+    rgb = np.array(to_rgb(colour))
+    return min(
+        COLOUR_WORDS.items(),
+        key=lambda kv: float(np.sum((np.array(to_rgb(kv[0])) - rgb) ** 2)),
+    )[1]
+
+
+def mark(artist, name: str):
+    """Name a mark the legend leaves out, for the caption."""
+    artist.set_gid(name)
+    return artist
+
+
+@dataclass(frozen=True)
+class Item:
+    """One named series or mark: `kind` is line, band, bars, area, points, vertical line,
+    horizontal line, bar (a horizontal segment) or map."""
+
+    name: str
+    kind: str
+    colour: str
+    style: str = ""
+
+    def text(self) -> str:
+        return f"{self.name} ({self.colour} {self.style}{self.kind})"
+
+
+@dataclass
+class Panel:
+    title: str
+    xlabel: str
+    ylabel: str
+    log_x: bool = False
+    log_y: bool = False
+    series: list[Item] = field(default_factory=list)  # named: in the legend, or by gid
+    unnamed: dict[tuple[str, str, str], int] = field(default_factory=dict)  # (kind, colour, style)
+    notes: list[str] = field(default_factory=list)  # what a panel without data says instead
+    right_ylabel: str = ""  # a twin axis sharing the panel
+    legend_title: str = ""
+
+    @property
+    def colours(self) -> set[str]:
+        return {i.colour for i in self.series} | {c for _, c, _ in self.unnamed}
+
+    @property
+    def names(self) -> list[str]:
+        return [i.name for i in self.series]
+
+
+def _kind(artist, ax) -> str | None:
+    if isinstance(artist, Line2D):
+        transform = artist.get_transform()
+        if transform is ax.get_xaxis_transform():
+            return "vertical line"
+        if transform is ax.get_yaxis_transform():
+            return "horizontal line"
+        return "line" if artist.get_linestyle() not in ("None", "") else "points"
+    if isinstance(artist, LineCollection):
+        segs = [s for s in artist.get_segments() if len(s) >= 2]
+        if segs and all(np.isclose(s[0][1], s[-1][1]) for s in segs):
+            return "bar"
+        if segs and all(np.isclose(s[0][0], s[-1][0]) for s in segs):
+            return "vertical line"
+        return "line"
+    if isinstance(artist, PolyCollection):
+        return "band"
+    if isinstance(artist, Rectangle):
+        return "bars"
+    if isinstance(artist, Patch):
+        return "area"
+    if hasattr(artist, "get_offsets"):
+        return "points"
+    if isinstance(artist, AxesImage):
+        return "map"
+    return None
+
+
+def _named_kind(name: str, handle, ax) -> str:
+    """A legend entry's kind: the drawn artist's of that label, else the handle's."""
+    for artist in _data_artists(ax):
+        if artist.get_label() == name:
+            return _kind(artist, ax) or "line"
+    kind = _kind(handle, ax) or "line"
+    return {"bars": "area", "vertical line": "line", "horizontal line": "line"}.get(kind, kind)
+
+
+def _colour(artist) -> str:
+    if isinstance(artist, AxesImage):
+        return f"{artist.get_cmap().name}-coloured"
+    if isinstance(artist, Line2D):
+        return colour_word(artist.get_color())
+    if isinstance(artist, Patch):
+        face, edge = artist.get_facecolor(), artist.get_edgecolor()
+        # a see-through face (a band, a filled histogram) still has its colour; an unfilled
+        # outline has only its edge's
+        return colour_word(edge if face[3] == 0 else face)
+    for get in ("get_edgecolor", "get_facecolor", "get_color"):
+        colours = getattr(artist, get, lambda: [])()
+        if len(colours):
+            return colour_word(np.atleast_2d(colours)[0])
+    return "black"
+
+
+def _style(artist) -> str:
+    get = getattr(artist, "get_linestyle", None)
+    style = get() if get else "-"
+    if isinstance(style, list):  # collections: a list of (offset, dashes)
+        style = "-" if not style or style[0][1] is None else "--"
+    return _STYLES.get(style, "")
+
+
+def _data_artists(ax):
+    yield from ax.get_lines()
+    yield from ax.collections
+    seen_bars = set()
+    for container in ax.containers:
+        for patch in container.patches if hasattr(container, "patches") else []:
+            seen_bars.add(id(patch))
+        if len(container):
+            first = container[0]
+            first.set_label(container.get_label())
+            yield first
+    for patch in ax.patches:
+        if id(patch) not in seen_bars:
+            yield patch
+    yield from ax.images
+
+
+def describe_axes(ax) -> Panel:
+    panel = Panel(
+        ax.get_title(),
+        ax.get_xlabel(),
+        ax.get_ylabel(),
+        log_x=ax.get_xscale() == "log",
+        log_y=ax.get_yscale() == "log",
+    )
+    legend = ax.get_legend()
+    named = set()
+    if legend is not None:
+        panel.legend_title = legend.get_title().get_text()
+        for text, handle in zip(legend.texts, legend.legend_handles, strict=False):
+            name = text.get_text()
+            kind = _named_kind(name, handle, ax)
+            panel.series.append(Item(name, kind, _colour(handle), _style(handle)))
+            named.add(name)
+    drew = False
+    for artist in _data_artists(ax):
+        kind = _kind(artist, ax)
+        if kind is None or not artist.get_visible():
+            continue
+        drew = True
+        label = str(artist.get_label() or "")
+        name = label if label and not label.startswith("_") else artist.get_gid()
+        if name in named:
+            continue
+        colour, style = _colour(artist), _style(artist)
+        if name:
+            panel.series.append(Item(name, kind, colour, style))
+            named.add(name)
+        else:
+            key = (kind, colour, style)
+            panel.unnamed[key] = panel.unnamed.get(key, 0) + 1
+    if not drew:
+        panel.notes = [t.get_text() for t in ax.texts if t.get_text().strip()]
+    else:  # what a panel says where it draws nothing (`gid="note"`)
+        panel.notes = [t.get_text() for t in ax.texts if t.get_gid() == "note"]
+    return panel
+
+
+def describe(fig) -> list[Panel]:
+    """The panels a figure draws, in reading order; a twin axis joins its panel."""
+    panels: list[Panel] = []
+    at: dict[tuple[float, ...], Panel] = {}
+    for ax in fig.axes:
+        if not ax.get_visible() or hasattr(ax, "_colorbar"):
+            continue
+        box = tuple(np.round(ax.get_position().bounds, 3))
+        panel = describe_axes(ax)
+        if box in at and not panel.xlabel and panel.ylabel:  # a twinx() axis
+            host = at[box]
+            host.right_ylabel = panel.ylabel
+            host.series += [i for i in panel.series if i.name not in host.names]
+            for key, n in panel.unnamed.items():
+                host.unnamed[key] = host.unnamed.get(key, 0) + n
+            continue
+        at.setdefault(box, panel)
+        panels.append(panel)
+    return panels
+
+
+def colourbar_labels(fig) -> list[str]:
+    return [ax.get_ylabel() for ax in fig.axes if hasattr(ax, "_colorbar") and ax.get_ylabel()]
+
+
+def _plural(kind: str, n: int) -> str:
+    return kind if n == 1 else {"bars": "bars", "points": "points"}.get(kind, kind + "s")
+
+
+def _axes_text(p: Panel) -> str:
+    def axis(label: str, log: bool) -> str:
+        return f"{label} (log scale)" if log and label else label
+
+    y, x = axis(p.ylabel, p.log_y), axis(p.xlabel, p.log_x)
+    if p.right_ylabel:
+        y = f"{y} (left) and {p.right_ylabel} (right)"
+    if y and x:
+        return f"{y} against {x}"
+    return y or x
+
+
+def panel_text(p: Panel) -> str:
+    if p.notes and not p.series:
+        return "no data drawn: " + "; ".join(" ".join(n.split()) for n in p.notes)
+    parts = [_axes_text(p)] if _axes_text(p) else []
+    if p.series:
+        by = f"by {p.legend_title}: " if p.legend_title else ""
+        parts.append(by + ", ".join(i.text() for i in p.series))
+    if p.notes:
+        parts.append("; ".join(" ".join(n.split()) for n in p.notes))
+    for (kind, colour, style), n in p.unnamed.items():
+        if kind in ("line", "points", "band") and colour in {i.colour for i in p.series}:
+            continue  # a named series' own pieces (a histogram's fill, a line's markers)
+        count = "" if n == 1 else f"{n} "
+        parts.append(f"{count}{colour} {style}{_plural(kind, n)}".strip())
+    return "; ".join(parts)
+
+
+def _signature(p: Panel) -> tuple:
+    return (p.xlabel, p.ylabel, p.right_ylabel, tuple(p.names), bool(p.notes and not p.series))
+
+
+def caption_text(fig, stem: str, prose: str = "") -> str:
+    """The caption of a drawn figure: what each panel draws, then the prose that explains it.
+    Panels that draw the same axes and series are described once."""
+    panels = describe(fig)
+    groups: list[list[Panel]] = []
+    for p in panels:
+        for g in groups:
+            if _signature(g[0]) == _signature(p):
+                g.append(p)
+                break
+        else:
+            groups.append([p])
+    sentences = []
+    for g in groups:
+        text = panel_text(g[0])
+        if len(g) > 1:
+            head = f"each of {len(g)} panels"
+        elif len(panels) > 1 and g[0].title:
+            head = g[0].title
+        else:
+            head = ""
+        sentences.append(f"{head}: {text}" if head and text else head or text)
+    for label in colourbar_labels(fig):
+        sentences.append(f"colour: {label}")
+    body = ". ".join(s for s in sentences if s)
+    out = f"``{stem}.png``: {body}."
+    return f"{out} {prose.strip()}" if prose.strip() else out
