@@ -21,6 +21,10 @@ def _plateau_of(sizes: pd.Series, plateaus: list[dict]) -> pd.Series:
     return role
 
 
+def _mib(size_bytes: float) -> str:
+    return f"{size_bytes / 2**20:.3g} MiB"
+
+
 def plot_l2(data: pd.DataFrame, doc: dict) -> dict:
     set_theme()
     fig, (a, b) = plt.subplots(1, 2, figsize=(11, 4), layout="constrained")
@@ -34,13 +38,21 @@ def plot_l2(data: pd.DataFrame, doc: dict) -> dict:
     x = s["array_bytes"] / 2**20
     a.plot(x, s["median"], marker="o", label="median")
     a.fill_between(x, s["p10"], s["p90"], alpha=0.25, label="10-90th percentile")
-    for st in doc.get("steps", []):
-        a.axvline(st["footprint_before_bytes"] / 2**20, ls="--", lw=1, color="k")
+    # the sizes the analysis reports, where it reports them (a step it read elsewhere, e.g. a
+    # size found by the miss test below the change point, does not move the line)
+    reported = doc.get("elements", {}).get("l2", {})
+    for key, what, ls in (
+        ("near_size_bytes", "near partition", ":"),
+        ("size_bytes", "L2 size", "--"),
+    ):
+        size = (reported.get(key) or {}).get("value")
+        if size:
+            a.axvline(size / 2**20, ls=ls, lw=1, color="k", label=f"reported {what} {_mib(size)}")
     # the levels the analysis reports, each over the footprints of its plateau
     plateaus = doc.get("plateaus", [])
     for p in plateaus:
         lo, hi = p["first_footprint_bytes"] / 2**20, p["last_footprint_bytes"] / 2**20
-        a.hlines(p["median_cycles"], lo, hi, colors="C3", lw=2)
+        a.hlines(p["median_cycles"], lo, hi, colors="C3", lw=2, gid="plateau median levels")
         a.annotate(
             f"{p['role']} {p['median_cycles']:.0f}",
             (lo, p["median_cycles"]),
@@ -59,7 +71,7 @@ def plot_l2(data: pd.DataFrame, doc: dict) -> dict:
     a.xaxis.set_major_locator(LogLocator(base=2, numticks=8))
     a.xaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
     a.xaxis.set_minor_formatter(NullFormatter())
-    a.legend()
+    a.legend(fontsize=8)
     if plateaus:
         shown = data.assign(plateau=_plateau_of(data["array_bytes"], plateaus))
         # rare timing outliers (hundreds of cycles slow) would squeeze the levels to the left
