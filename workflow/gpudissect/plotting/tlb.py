@@ -3,6 +3,8 @@ the L2 TLB overflows, one set at a time) and TPDS Fig. 14 (latency of the six pa
 
 from __future__ import annotations
 
+import textwrap
+
 import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
@@ -109,8 +111,42 @@ def plot_tlb_reach(doc: dict, *, title: str):
     return fig, ax
 
 
+def _undetermined_notes(ax, doc: dict, paths: list[str], patterns: list[str], width: float):
+    """An empty bar slot says why it is empty: the analysis's reason, written up the slot (once
+    for the pattern where every path gives the same reason)."""
+    for j, p in enumerate(patterns):
+        why = {
+            path: (doc["paths"][path].get(p) or {}).get("undetermined") or "not measured"
+            for path in paths
+            if (doc["paths"][path].get(p) or {}).get("value") is None
+        }
+        if not why:
+            continue
+        if len(why) == len(paths) and len(set(why.values())) == 1:
+            spots = [(j, next(iter(why.values())), 0.8)]
+        else:
+            spots = [
+                (j + (paths.index(path) - (len(paths) - 1) / 2) * width, f"{path}: {r}", width)
+                for path, r in why.items()
+            ]
+        for x, reason, room in spots:
+            ax.text(
+                x,
+                0.5,
+                textwrap.fill(f"{p} undetermined: {reason}", 48 if room > 0.5 else 40),
+                rotation=90,
+                ha="center",
+                va="center",
+                fontsize=7,
+                color="dimgrey",
+                transform=ax.get_xaxis_transform(),
+                gid="note",
+            )
+
+
 def plot_latency_patterns(table: pd.DataFrame, doc: dict, *, title: str):
-    """Median latency per pattern and path (TPDS Fig. 14), with the spread of the accesses."""
+    """Median latency per pattern and path (TPDS Fig. 14), with the spread of the accesses; a
+    pattern without a median says why in its slot."""
     set_theme()
     paths = list(doc.get("paths", {}))
     fig, ax = plt.subplots(figsize=(7, 3.8), layout="constrained")
@@ -125,12 +161,13 @@ def plot_latency_patterns(table: pd.DataFrame, doc: dict, *, title: str):
             lat = sub.loc[sub["pattern"] == p, "latency_cycles"] if not sub.empty else []
             if len(lat):
                 lo, hi = np.percentile(lat, [5, 95])
-                ax.plot([xi, xi], [lo, hi], color="black", lw=1)
+                ax.plot([xi, xi], [lo, hi], color="black", lw=1, gid="5-95th percentile")
         for xi, m in zip(x, med, strict=True):
             if m:
                 ax.text(xi, m, f"{m:.0f}", ha="center", va="bottom", fontsize=7)
+    _undetermined_notes(ax, doc, paths, patterns, width)
     ax.set_xticks(np.arange(len(patterns)), patterns)
-    ax.set(ylabel="latency (cycles)", title=title)
+    ax.set(xlabel="access pattern", ylabel="median latency (cycles)", title=title)
     ax.legend(fontsize=8)
     return fig, ax
 
