@@ -8,6 +8,7 @@ import textwrap
 import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
+from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
 
 from . import set_theme
 
@@ -77,37 +78,47 @@ def plot_tlb_misses(doc: dict, *, title: str):
     return fig, axes
 
 
-def plot_tlb_reach(doc: dict, *, title: str):
-    """First-miss array size N*(s) against stride: flat up to the page, then growing."""
+def _size_text(size_bytes: float) -> str:
+    for unit, scale in (("GiB", 2**30), ("MiB", MIB), ("KiB", 1024)):
+        if size_bytes >= scale:
+            return f"{size_bytes / scale:.4g} {unit}"
+    return f"{size_bytes:g} B"
+
+
+def plot_tlb_reach(data: pd.DataFrame, doc: dict, *, title: str):
+    """Mean latency against array size of the reach walks (TPDS Fig. 9), one line per stride;
+    the reach each TLB level was reported with (entries x page) marked."""
     set_theme()
-    rows = pd.DataFrame(doc.get("reach") or [])
-    paired = pd.DataFrame(doc.get("reach_paired") or [])
-    fig, ax = plt.subplots(figsize=(5.2, 3.6), layout="constrained")
-    if not rows.empty and rows["fit_bytes"].notna().any():
-        r = rows.dropna(subset=["fit_bytes"])
-        label = "L2 TLB (threshold reading)" if not paired.empty else "threshold reading"
-        ax.plot(r["stride_bytes"] / 1024, r["fit_bytes"] / MIB, marker="o", label=label)
-    if not paired.empty:
-        fit = paired["fit_elements"] * paired["stride_bytes"]
-        ax.plot(
-            paired["stride_bytes"] / 1024, fit / MIB, marker="s", label="L1 TLB (paired reading)"
-        )
-    if (not rows.empty and rows["fit_bytes"].notna().any()) or not paired.empty:
-        ax.set(xscale="log", yscale="log")
-        for element, ls in (("l1_tlb", ":"), ("l2_tlb", "--")):
-            q = doc.get("elements", {}).get(element, {}).get("page_bytes") or {}
-            if q.get("value"):
-                ax.axvline(
-                    q["value"] / 1024,
-                    color="grey",
-                    ls=ls,
-                    lw=1,
-                    label=f"{element} page {q['value'] // 1024} KiB",
-                )
-        ax.legend(fontsize=7)
-    else:
-        ax.text(0.5, 0.5, "no TLB miss in the sweep", ha="center", transform=ax.transAxes)
-    ax.set(xlabel="stride (KiB)", ylabel="largest array without a TLB miss (MiB)", title=title)
+    reach = data[data["stage"] == "reach"] if "stage" in data else data.iloc[:0]
+    fig, ax = plt.subplots(figsize=(6.4, 3.8), layout="constrained")
+    if reach.empty:
+        ax.text(0.5, 0.5, "no reach walks in the trace", ha="center", transform=ax.transAxes)
+        ax.set(title=title)
+        return fig, ax
+    means = reach.groupby(["stride_bytes", "array_bytes"])["latency_cycles"].mean()
+    for stride, line in means.groupby(level="stride_bytes"):
+        sizes = line.index.get_level_values("array_bytes") / MIB
+        ax.plot(sizes, line.values, marker="o", ms=2, lw=1, label=f"stride {_size_text(stride)}")
+    elements = doc.get("elements", {})
+    for element, what, ls in (("l1_tlb", "L1 TLB", ":"), ("l2_tlb", "L2 TLB", "--")):
+        page = (elements.get(element, {}).get("page_bytes") or {}).get("value")
+        entries = (elements.get(element, {}).get("entries") or {}).get("value")
+        if page and entries:
+            ax.axvline(
+                entries * page / MIB,
+                color="k",
+                ls=ls,
+                lw=1,
+                label=f"{what} reach {_size_text(entries * page)} "
+                f"({entries} x {_size_text(page)} pages)",
+            )
+    ax.set_xscale("log")
+    # powers of two written out: a log axis' default labels read "3x10^1"
+    ax.xaxis.set_major_locator(LogLocator(base=2, numticks=9))
+    ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
+    ax.xaxis.set_minor_formatter(NullFormatter())
+    ax.set(xlabel="array size (MiB)", ylabel="mean latency (cycles)", title=title)
+    ax.legend(fontsize=7)
     return fig, ax
 
 
@@ -176,7 +187,7 @@ def plot_tlbs(data: pd.DataFrame, doc: dict) -> dict:
     """The tlbs family's figures, by file stem."""
     device = doc["device"]
     misses, _ = plot_tlb_misses(doc, title=f"{device}: TLB misses past the reach (TPDS Fig. 10)")
-    reach, _ = plot_tlb_reach(doc, title=f"{device}: TLB reach by stride")
+    reach, _ = plot_tlb_reach(data, doc, title=f"{device}: latency against array size by stride")
     return {"tlbs_set_misses": misses, "tlbs_reach": reach}
 
 
