@@ -75,9 +75,10 @@ def _sets_figure(details: dict, device: str):
         # the count at k holds from k on: a "mid" step drew every rise half a line early
         ax.step(k, missing, where="post", marker="o", ms=2, label="missing lines")
         ax.plot(k, lines, ls=":", color="grey", label="lines in the array")
-        for bk, _ in details[name].get("bursts", []):
-            ax.axvline(bk, color="C3", lw=0.4, alpha=0.5)
-        ax.set_title(f"{name}: new sets overflow (red)", fontsize=9)
+        for j, (bk, _) in enumerate(details[name].get("bursts", [])):
+            label = "a new set overflows" if j == 0 else "_"
+            ax.axvline(bk, color="C3", lw=0.4, alpha=0.5, label=label)
+        ax.set_title(f"{name}: lines missing as sets overflow", fontsize=9)
         ax.xaxis.set_major_locator(MaxNLocator(integer=True))  # k counts lines
         ax.set_xlabel("extra lines k (array C + k b)")
         ax.set_ylabel("lines that miss")

@@ -269,6 +269,8 @@ def panel_text(p: Panel) -> str:
     for (kind, colour, style), n in p.unnamed.items():
         if kind in ("line", "points", "band") and colour in {i.colour for i in p.series}:
             continue  # a named series' own pieces (a histogram's fill, a line's markers)
+        if any(i.kind == kind and i.colour == colour for i in p.series):
+            continue  # more of a named mark (only the first is in the legend)
         count = "" if n == 1 else f"{n} "
         parts.append(f"{count}{colour} {style}{_plural(kind, n)}".strip())
     return "; ".join(parts)
