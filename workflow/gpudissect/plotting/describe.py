@@ -280,10 +280,25 @@ def _signature(p: Panel) -> tuple:
     return (p.xlabel, p.ylabel, p.right_ylabel, tuple(p.names), bool(p.notes and not p.series))
 
 
+def _share_labels(panels: list[Panel]) -> None:
+    """Panels of shared axes label only the outer ones: an inner panel drawing the same series
+    takes the label of one that has it."""
+
+    def drawn(p: Panel) -> tuple:
+        return (tuple(p.names), tuple(sorted(p.unnamed)))
+
+    for p in panels:
+        for q in panels:
+            if q is not p and drawn(q) == drawn(p):
+                p.xlabel = p.xlabel or q.xlabel
+                p.ylabel = p.ylabel or q.ylabel
+
+
 def caption_text(fig, stem: str, prose: str = "") -> str:
     """The caption of a drawn figure: what each panel draws, then the prose that explains it.
     Panels that draw the same axes and series are described once."""
     panels = describe(fig)
+    _share_labels(panels)
     groups: list[list[Panel]] = []
     for p in panels:
         for g in groups:
