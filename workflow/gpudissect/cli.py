@@ -205,6 +205,8 @@ def _draw_experiment(
     import matplotlib.pyplot as plt
 
     from .families import family
+    from .plotting.describe import caption_text
+    from .report.captions import caption_path, prose
     from .traces import read_trace
 
     fam = family(name)
@@ -229,6 +231,10 @@ def _draw_experiment(
             fig.savefig(Path(out_dir) / f"{stem}.{ext}", dpi=150)
             if k == 0:  # the layout is done: later formats reuse it instead of redoing it
                 fig.set_layout_engine("none")
+        # the caption says what this drawing draws (its axes, series and marks)
+        caption_path(Path(out_dir) / f"{stem}.png").write_text(
+            caption_text(fig, stem, prose(stem)) + "\n"
+        )
         plt.close(fig)
     log.info("%s: %d figures", name, len(figures))
 

@@ -43,7 +43,9 @@ for _name, _stem, _device, _exps in _FIGURE_JOBS:
             png=[
                 report(
                     f"results/figures/{_device}/{stem}.png",
-                    caption=f"../report/figures/{stem}.rst",
+                    # written by the job beside the figure, from what it drew; absolute, as
+                    # Snakemake reads a caption relative to this file, not to the working folder
+                    caption=os.path.abspath(f"results/figures/{_device}/{stem}.rst"),
                     category=e,
                     subcategory=_device,
                     labels={"device": _device, "figure": f"{stem}.png"},
@@ -52,6 +54,7 @@ for _name, _stem, _device, _exps in _FIGURE_JOBS:
                 for stem in FAMILY[e].figures
             ],
             pdf=[f for e in _exps for f in figure_files(_device, e, "pdf")],
+            caption=[f for e in _exps for f in figure_files(_device, e, "rst")],
         log:
             f"logs/plot/{_stem}.log",
         benchmark:

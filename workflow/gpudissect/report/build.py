@@ -175,7 +175,7 @@ def device_part(d: DeviceData, report_dir: Path) -> list[Block]:
             blocks.append(
                 Figure(
                     path,
-                    caption(p.stem, column_label(d.name, d.docs, d.topology)),
+                    caption(p.stem, column_label(d.name, d.docs, d.topology), p),
                     wide=_aspect(p) > 1.9,
                 )
             )
