@@ -1,0 +1,143 @@
+"""Figures against their captions: each figure of the reference H100 run is drawn again and its
+caption, written from what the drawing shows, is checked against that drawing: every axis label
+and every named series is in it, and every colour or line style it names is one the figure
+draws (a caption that said "red" beside an orange mark, or named axes the figure did not have,
+fails here)."""
+
+import copy
+import json
+import re
+from pathlib import Path
+
+import matplotlib
+import pandas as pd
+import pytest
+
+matplotlib.use("Agg")
+
+import matplotlib.pyplot as plt  # noqa: E402
+
+from gpudissect.families import family  # noqa: E402
+from gpudissect.plotting.describe import (  # noqa: E402
+    COLOUR_VOCABULARY,
+    caption_text,
+    colour_word,
+    describe,
+)
+from gpudissect.report.captions import caption, caption_path, prose  # noqa: E402
+
+RUN = Path(__file__).resolve().parents[1] / "results/reference/h100"
+EXPERIMENTS = sorted(p.stem for p in (RUN / "analysis/gpu0").glob("*.json"))
+MIB = 2**20
+
+
+def _draw(name: str, doc: dict | None = None) -> dict:
+    fam = family(name)
+    data = pd.read_parquet(RUN / f"traces/gpu0/{name}.parquet")
+    result = RUN / f"analysis/gpu0/{name}.json"
+    doc = doc if doc is not None else json.loads(result.read_text())
+    if fam.table is not None:
+        return fam.plot(data, doc, table=pd.read_parquet(result.with_suffix(".parquet")))
+    return fam.plot(data, doc)
+
+
+def _words(text: str, vocabulary) -> set[str]:
+    return {w for w in vocabulary if re.search(rf"\b{w}\b", text, re.I)}
+
+
+def check_caption(fig, stem: str) -> str:
+    text = caption_text(fig, stem, prose(stem))
+    panels = describe(fig)
+    assert panels, stem
+    for p in panels:
+        for label in (p.xlabel, p.ylabel, p.right_ylabel, *p.names):
+            assert label in text, (stem, label, text)
+    drawn = {w for p in panels for c in p.colours for w in c.split()}
+    named = _words(text, COLOUR_VOCABULARY)
+    assert named <= drawn, (stem, named - drawn, text)
+    styles = {i.style.strip() for p in panels for i in p.series} | {
+        s.strip() for p in panels for _, _, s in p.unnamed
+    }
+    assert _words(text, {"dashed", "dotted"}) <= styles, (stem, text)
+    return text
+
+
+@pytest.mark.parametrize("name", EXPERIMENTS)
+def test_each_figure_of_a_run_matches_its_caption(name):
+    figures = _draw(name)
+    assert set(figures) == set(family(name).figures)
+    for stem, fig in figures.items():
+        check_caption(fig, stem)
+        plt.close(fig)
+
+
+def test_the_caption_prose_names_no_colour():
+    """The prose explains; what is drawn in which colour is written from the drawing."""
+    folder = Path(__file__).resolve().parents[1] / "workflow/report/figures"
+    for path in folder.glob("*.rst"):
+        words = _words(path.read_text(), COLOUR_VOCABULARY | {"dashed", "dotted"})
+        assert not words, (path.name, words)
+
+
+def test_colour_words_are_the_ones_a_reader_sees():
+    assert colour_word("C3") == "dark orange"  # the theme's "red" is vermilion
+    assert colour_word("k") == "black"
+    assert colour_word("grey") == "grey"
+
+
+def test_reach_figure_draws_latency_against_array_size_one_line_per_stride():
+    doc = json.loads((RUN / "analysis/gpu0/tlbs.json").read_text())
+    data = pd.read_parquet(RUN / "traces/gpu0/tlbs.parquet")
+    fig = _draw("tlbs")["tlbs_reach"]
+    (panel,) = describe(fig)
+    assert (panel.xlabel, panel.ylabel) == ("array size (MiB)", "mean latency (cycles)")
+    strides = sorted(data.loc[data["stage"] == "reach", "stride_bytes"].unique())
+    assert [n for n in panel.names if n.startswith("stride ")] == [
+        f"stride {s // MIB} MiB" for s in strides
+    ]
+    ax = fig.axes[0]
+    marks = sorted(ln.get_xdata()[0] for ln in ax.get_lines() if ln.get_label().endswith("pages)"))
+    els = doc["elements"]
+    assert marks == sorted(
+        els[e]["entries"]["value"] * els[e]["page_bytes"]["value"] / MIB
+        for e in ("l1_tlb", "l2_tlb")
+    )
+    ticks = [t.get_text() for t in ax.get_xticklabels()]
+    assert ticks and not any("10^" in t or "times" in t for t in ticks), ticks
+
+
+def test_l2_lines_mark_the_reported_size_not_the_step():
+    doc = json.loads((RUN / "analysis/gpu0/l2.json").read_text())
+    doc = copy.deepcopy(doc)
+    doc["elements"]["l2"]["size_bytes"]["value"] = 40 * MIB  # away from every step
+    fig = _draw("l2", doc)["l2_footprint"]
+    ax = fig.axes[0]
+    dashed = [ln for ln in ax.get_lines() if ln.get_linestyle() == "--"]
+    assert [ln.get_xdata()[0] for ln in dashed] == [40.0]
+    assert "reported L2 size 40 MiB" in check_caption(fig, "l2_footprint")
+
+
+def test_an_empty_pattern_says_why():
+    doc = json.loads((RUN / "analysis/gpu0/latency_patterns.json").read_text())
+    reason = doc["paths"]["ca"]["P6"]["undetermined"]
+    fig = _draw("latency_patterns")["latency_patterns"]
+    (panel,) = describe(fig)
+    assert any(n.startswith("P6 undetermined:") for n in panel.notes)
+    assert " ".join(reason.split()) in " ".join(" ".join(panel.notes).split())
+
+
+def test_the_plot_step_writes_each_caption_beside_its_figure(tmp_path):
+    from gpudissect.cli import _draw_experiment
+
+    _draw_experiment(
+        "tlbs",
+        str(RUN / "traces/gpu0/tlbs.parquet"),
+        str(RUN / "analysis/gpu0/tlbs.json"),
+        str(tmp_path),
+        ("png",),
+    )
+    for stem in family("tlbs").figures:
+        png = tmp_path / f"{stem}.png"
+        written = caption_path(png).read_text()
+        assert written.startswith(f"``{stem}.png``: ") and prose(stem) in written
+        assert caption(stem, "gpu0", png) == "gpu0: " + written.strip().replace("``", "`")
