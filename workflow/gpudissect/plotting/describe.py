@@ -63,7 +63,7 @@ def mark(artist, name: str):
 @dataclass(frozen=True)
 class Item:
     """One named series or mark: `kind` is line, band, bars, area, points, vertical line,
-    horizontal line, bar (a horizontal segment) or map."""
+    horizontal line, horizontal segments or map."""
 
     name: str
     kind: str
@@ -107,7 +107,7 @@ def _kind(artist, ax) -> str | None:
     if isinstance(artist, LineCollection):
         segs = [s for s in artist.get_segments() if len(s) >= 2]
         if segs and all(np.isclose(s[0][1], s[-1][1]) for s in segs):
-            return "bar"
+            return "horizontal segments"
         if segs and all(np.isclose(s[0][0], s[-1][0]) for s in segs):
             return "vertical line"
         return "line"
@@ -242,7 +242,7 @@ def colourbar_labels(fig) -> list[str]:
 
 
 def _plural(kind: str, n: int) -> str:
-    return kind if n == 1 else {"bars": "bars", "points": "points"}.get(kind, kind + "s")
+    return kind if n == 1 or kind.endswith("s") else kind + "s"
 
 
 def _axes_text(p: Panel) -> str:

@@ -67,7 +67,13 @@ def plot_tlb_misses(doc: dict, *, title: str):
         if entries and ways:
             model = [fitted_misses(int(m) - entries, ways) for m in r["elements"]]
             ax.plot(size, model, ls="--", lw=1, label=_model_label(ways))
-            ax.axvline(entries * page / MIB, color="grey", lw=0.8, ls=":")
+            ax.axvline(
+                entries * page / MIB,
+                color="grey",
+                lw=0.8,
+                ls=":",
+                label=f"reach: {entries} entries",
+            )
         ax.set(
             title=f"{label}: ways {ways}" if ways else label,
             xlabel="array size (MiB), one element per page",
