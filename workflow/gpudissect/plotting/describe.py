@@ -259,7 +259,8 @@ def _axes_text(p: Panel) -> str:
 
 def panel_text(p: Panel) -> str:
     if p.notes and not p.series:
-        return "no data drawn: " + "; ".join(" ".join(n.split()) for n in p.notes)
+        said = "no data drawn: " + "; ".join(" ".join(n.split()) for n in p.notes)
+        return f"{_axes_text(p)}; {said}" if _axes_text(p) else said
     parts = [_axes_text(p)] if _axes_text(p) else []
     if p.series:
         by = f"by {p.legend_title}: " if p.legend_title else ""
@@ -277,7 +278,7 @@ def panel_text(p: Panel) -> str:
 
 
 def _signature(p: Panel) -> tuple:
-    return (p.xlabel, p.ylabel, p.right_ylabel, tuple(p.names), bool(p.notes and not p.series))
+    return (p.xlabel, p.ylabel, p.right_ylabel, tuple(p.names), tuple(p.notes))
 
 
 def _share_labels(panels: list[Panel]) -> None:

@@ -9,7 +9,7 @@ import pandas as pd
 import seaborn as sns
 from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
 
-from . import set_theme
+from . import set_theme, size_text
 
 
 def _plateau_of(sizes: pd.Series, plateaus: list[dict]) -> pd.Series:
@@ -19,10 +19,6 @@ def _plateau_of(sizes: pd.Series, plateaus: list[dict]) -> pd.Series:
         inside = sizes.between(p["first_footprint_bytes"], p["last_footprint_bytes"])
         role[inside] = p["role"]
     return role
-
-
-def _mib(size_bytes: float) -> str:
-    return f"{size_bytes / 2**20:.3g} MiB"
 
 
 def plot_l2(data: pd.DataFrame, doc: dict) -> dict:
@@ -47,7 +43,9 @@ def plot_l2(data: pd.DataFrame, doc: dict) -> dict:
     ):
         size = (reported.get(key) or {}).get("value")
         if size:
-            a.axvline(size / 2**20, ls=ls, lw=1, color="k", label=f"reported {what} {_mib(size)}")
+            a.axvline(
+                size / 2**20, ls=ls, lw=1, color="k", label=f"reported {what} {size_text(size)}"
+            )
     # the levels the analysis reports, each over the footprints of its plateau
     plateaus = doc.get("plateaus", [])
     for p in plateaus:

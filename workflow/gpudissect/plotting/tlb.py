@@ -8,9 +8,8 @@ import textwrap
 import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
-from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
 
-from . import set_theme
+from . import set_theme, size_axis, size_text
 
 MIB = 2**20
 
@@ -29,6 +28,18 @@ def _model_label(ways: list[int]) -> str:
     if len(ways) == 1:
         return f"fitted: 1 set of {ways[0]} ways (LRU)"
     return f"fitted: {len(ways)} sets of {'/'.join(map(str, ways))} ways (LRU)"
+
+
+def _why_no_misses(doc: dict, rows: pd.DataFrame, page, name: str, column: str) -> str:
+    """What an empty misses panel says instead of data."""
+    if page is None:
+        why = (doc.get("elements", {}).get("l2_tlb", {}).get("page_bytes") or {}).get(
+            "undetermined"
+        )
+        return f"page undetermined: {why}" if why else "page undetermined"
+    if rows.empty:
+        return "no stride = page walks in the trace"
+    return f"no {name.upper()} TLB misses counted in the stride = page walks"
 
 
 def plot_tlb_misses(doc: dict, *, title: str):
@@ -51,11 +62,19 @@ def plot_tlb_misses(doc: dict, *, title: str):
                 va="center",
                 transform=ax.transAxes,
             )
-            ax.set(title=label)
+            ax.set(title=label, xticks=[], yticks=[])
             continue
         if rows.empty or page is None or column not in rows or rows[column].isna().all():
-            ax.text(0.5, 0.5, "no data", ha="center", va="center", transform=ax.transAxes)
-            ax.set(title=label)
+            ax.text(
+                0.5,
+                0.5,
+                textwrap.fill(_why_no_misses(doc, rows, page, name, column), 50),
+                ha="center",
+                va="center",
+                fontsize=8,
+                transform=ax.transAxes,
+            )
+            ax.set(title=label, xticks=[], yticks=[])
             continue
         entries = (doc["elements"][f"{name}_tlb"].get("entries") or {}).get("value")
         r = rows.dropna(subset=[column]).sort_values("elements")
@@ -84,13 +103,6 @@ def plot_tlb_misses(doc: dict, *, title: str):
     return fig, axes
 
 
-def _size_text(size_bytes: float) -> str:
-    for unit, scale in (("GiB", 2**30), ("MiB", MIB), ("KiB", 1024)):
-        if size_bytes >= scale:
-            return f"{size_bytes / scale:.4g} {unit}"
-    return f"{size_bytes:g} B"
-
-
 def plot_tlb_reach(data: pd.DataFrame, doc: dict, *, title: str):
     """Mean latency against array size of the reach walks (TPDS Fig. 9), one line per stride;
     the reach each TLB level was reported with (entries x page) marked."""
@@ -103,48 +115,55 @@ def plot_tlb_reach(data: pd.DataFrame, doc: dict, *, title: str):
         return fig, ax
     means = reach.groupby(["stride_bytes", "array_bytes"])["latency_cycles"].mean()
     for stride, line in means.groupby(level="stride_bytes"):
-        sizes = line.index.get_level_values("array_bytes") / MIB
-        ax.plot(sizes, line.values, marker="o", ms=2, lw=1, label=f"stride {_size_text(stride)}")
+        sizes = line.index.get_level_values("array_bytes")
+        ax.plot(sizes, line.values, marker="o", ms=2, lw=1, label=f"stride {size_text(stride)}")
     elements = doc.get("elements", {})
     for element, what, ls in (("l1_tlb", "L1 TLB", ":"), ("l2_tlb", "L2 TLB", "--")):
         page = (elements.get(element, {}).get("page_bytes") or {}).get("value")
         entries = (elements.get(element, {}).get("entries") or {}).get("value")
         if page and entries:
             ax.axvline(
-                entries * page / MIB,
+                entries * page,
                 color="k",
                 ls=ls,
                 lw=1,
-                label=f"{what} reach {_size_text(entries * page)} "
-                f"({entries} x {_size_text(page)} pages)",
+                label=f"{what} reach {size_text(entries * page)} "
+                f"({entries} x {size_text(page)} pages)",
             )
     ax.set_xscale("log")
-    # powers of two written out: a log axis' default labels read "3x10^1"
-    ax.xaxis.set_major_locator(LogLocator(base=2, numticks=9))
-    ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
-    ax.xaxis.set_minor_formatter(NullFormatter())
-    ax.set(xlabel="array size (MiB)", ylabel="mean latency (cycles)", title=title)
+    size_axis(ax.xaxis)
+    ax.set(xlabel="array size (binary units)", ylabel="mean latency (cycles)", title=title)
     ax.legend(fontsize=7)
     return fig, ax
 
 
+def _undetermined(doc: dict, path: str, pattern: str) -> str | None:
+    """Why a path's pattern has no median (None where it has one)."""
+    q = doc["paths"][path].get(pattern) or {}
+    return None if q.get("value") is not None else q.get("undetermined") or "not measured"
+
+
 def _undetermined_notes(ax, doc: dict, paths: list[str], patterns: list[str], width: float):
     """An empty bar slot says why it is empty: the analysis's reason, written up the slot (once
-    for the pattern where every path gives the same reason)."""
+    for the pattern where every path gives the same reason, once for the panel where every
+    pattern does)."""
+    why = {(path, p): _undetermined(doc, path, p) for path in paths for p in patterns}
+    reasons = set(why.values())
+    if paths and None not in reasons and len(reasons) == 1:
+        note = f"{patterns[0]}-{patterns[-1]} undetermined: {reasons.pop()}"
+        ax.text(0.5, 0.5, textwrap.fill(note, 70), ha="center", va="center", fontsize=8,
+                color="dimgrey", transform=ax.transAxes, gid="note")  # fmt: skip
+        return
     for j, p in enumerate(patterns):
-        why = {
-            path: (doc["paths"][path].get(p) or {}).get("undetermined") or "not measured"
-            for path in paths
-            if (doc["paths"][path].get(p) or {}).get("value") is None
-        }
-        if not why:
+        empty = {path: why[path, p] for path in paths if why[path, p] is not None}
+        if not empty:
             continue
-        if len(why) == len(paths) and len(set(why.values())) == 1:
-            spots = [(j, next(iter(why.values())), 0.8)]
+        if len(empty) == len(paths) and len(set(empty.values())) == 1:
+            spots = [(j, next(iter(empty.values())), 0.8)]
         else:
             spots = [
                 (j + (paths.index(path) - (len(paths) - 1) / 2) * width, f"{path}: {r}", width)
-                for path, r in why.items()
+                for path, r in empty.items()
             ]
         for x, reason, room in spots:
             ax.text(
@@ -172,11 +191,14 @@ def plot_latency_patterns(table: pd.DataFrame, doc: dict, *, title: str):
     for k, path in enumerate(paths):
         med = [(doc["paths"][path].get(p) or {}).get("value") for p in patterns]
         x = np.arange(len(patterns)) + (k - (len(paths) - 1) / 2) * width
-        ax.bar(x, [m or 0 for m in med], width, label=f"{path} path")
+        shown = [(xi, m) for xi, m in zip(x, med, strict=True) if m is not None]
+        if shown:  # a path without any median has no bars, and no legend entry
+            xs, ms = zip(*shown, strict=True)
+            ax.bar(xs, ms, width, color=f"C{k}", label=f"{path} path")
         sub = table[table["path"] == path] if not table.empty else table
-        for xi, p in zip(x, patterns, strict=True):
+        for xi, p, m in zip(x, patterns, med, strict=True):
             lat = sub.loc[sub["pattern"] == p, "latency_cycles"] if not sub.empty else []
-            if len(lat):
+            if m is not None and len(lat):
                 lo, hi = np.percentile(lat, [5, 95])
                 ax.plot([xi, xi], [lo, hi], color="black", lw=1, gid="5-95th percentile")
         for xi, m in zip(x, med, strict=True):
@@ -184,8 +206,13 @@ def plot_latency_patterns(table: pd.DataFrame, doc: dict, *, title: str):
                 ax.text(xi, m, f"{m:.0f}", ha="center", va="bottom", fontsize=7)
     _undetermined_notes(ax, doc, paths, patterns, width)
     ax.set_xticks(np.arange(len(patterns)), patterns)
+    ax.set_xlim(-0.5, len(patterns) - 0.5)
     ax.set(xlabel="access pattern", ylabel="median latency (cycles)", title=title)
-    ax.legend(fontsize=8)
+    if ax.containers:
+        ax.set_ylim(bottom=0)
+        ax.legend(fontsize=8)
+    else:
+        ax.set_yticks([])
     return fig, ax
 
 
