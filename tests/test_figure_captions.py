@@ -81,6 +81,7 @@ def test_the_caption_prose_names_no_colour():
 
 def test_colour_words_are_the_ones_a_reader_sees():
     assert colour_word("C3") == "dark orange"  # the theme's "red" is vermilion
+    assert colour_word("tab:red") == "red" and colour_word("C1") == "orange"
     assert colour_word("k") == "black"
     assert colour_word("grey") == "grey"
 
@@ -113,7 +114,7 @@ def test_l2_lines_mark_the_reported_size_not_the_step():
     fig = _draw("l2", doc)["l2_footprint"]
     ax = fig.axes[0]
     dashed = [ln for ln in ax.get_lines() if ln.get_linestyle() == "--"]
-    assert [ln.get_xdata()[0] for ln in dashed] == [40.0]
+    assert [ln.get_xdata()[0] for ln in dashed] == [40 * MIB]
     assert "reported L2 size 40 MiB" in check_caption(fig, "l2_footprint")
 
 

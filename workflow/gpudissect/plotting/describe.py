@@ -11,47 +11,43 @@ from dataclasses import dataclass, field
 
 import numpy as np
 from matplotlib.collections import LineCollection, PolyCollection
-from matplotlib.colors import to_rgb
+from matplotlib.colors import rgb_to_hsv, to_rgb
 from matplotlib.image import AxesImage
 from matplotlib.lines import Line2D
 from matplotlib.patches import Patch, Rectangle
 
-# the word a reader uses for each colour the figures draw: seaborn's colorblind palette (the
-# theme's, C0-C9) and matplotlib's plain colours; any other colour takes the nearest one's word
-COLOUR_WORDS = {
-    "#0173b2": "blue",
-    "#de8f05": "orange",
-    "#029e73": "green",
-    "#d55e00": "dark orange",  # seaborn's "red" of this palette (vermilion) reads as orange
-    "#cc78bc": "pink",
-    "#ca9161": "brown",
-    "#fbafe4": "light pink",
-    "#949494": "grey",
-    "#ece133": "yellow",
-    "#56b4e9": "light blue",
-    "#000000": "black",
-    "#808080": "grey",
-    "#ffffff": "white",
-    "#ff0000": "red",
-    "#0000ff": "blue",
-    "#008000": "green",
-    "#800080": "purple",
-}
+# the words a colour is named with, by hue (degrees, upper bounds) where it has one; seaborn's
+# colorblind "red" (vermilion, C3) falls in dark orange, matplotlib's red in red
+_HUES = (
+    (12, "red"),
+    (30, "dark orange"),
+    (45, "orange"),
+    (70, "yellow"),
+    (170, "green"),
+    (255, "blue"),
+    (290, "purple"),
+    (345, "pink"),
+    (360, "red"),
+)
 # every colour word a caption could use, for the check that it names a drawn colour
 COLOUR_VOCABULARY = frozenset(
-    {w for word in COLOUR_WORDS.values() for w in word.split()} - {"dark", "light"}
-    | {"cyan", "magenta", "violet", "crimson", "scarlet", "gray"}
+    {"red", "orange", "yellow", "green", "blue", "purple", "pink", "brown", "grey", "gray"}
+    | {"black", "white", "cyan", "magenta", "violet", "crimson", "scarlet", "vermilion"}
 )
 _STYLES = {"-": "", "--": "dashed ", ":": "dotted ", "-.": "dash-dotted ", "None": ""}
 
 
 def colour_word(colour) -> str:
-    """The word for a matplotlib colour: the nearest entry of COLOUR_WORDS."""
-    rgb = np.array(to_rgb(colour))
-    return min(
-        COLOUR_WORDS.items(),
-        key=lambda kv: float(np.sum((np.array(to_rgb(kv[0])) - rgb) ** 2)),
-    )[1]
+    """The word for a matplotlib colour, from its hue, saturation and value."""
+    h, sat, val = rgb_to_hsv(to_rgb(colour))
+    if sat < 0.15 or val < 0.2:
+        return "black" if val < 0.25 else "white" if val > 0.95 else "grey"
+    word = next(w for bound, w in _HUES if h * 360 < bound)
+    if word in ("dark orange", "orange") and sat < 0.6:
+        return "brown"
+    if word == "blue" and sat < 0.75 and val > 0.8:
+        return "light blue"
+    return word
 
 
 def mark(artist, name: str):
@@ -200,12 +196,14 @@ def describe_axes(ax) -> Panel:
         drew = True
         label = str(artist.get_label() or "")
         name = label if label and not label.startswith("_") else artist.get_gid()
-        if name in named:
+        if name in named:  # in the legend
             continue
         colour, style = _colour(artist), _style(artist)
-        if name:
-            panel.series.append(Item(name, kind, colour, style))
-            named.add(name)
+        item = Item(name, kind, colour, style) if name else None
+        if item in panel.series:  # one named mark drawn several times
+            continue
+        if item:
+            panel.series.append(item)
         else:
             key = (kind, colour, style)
             panel.unnamed[key] = panel.unnamed.get(key, 0) + 1
@@ -322,4 +320,6 @@ def caption_text(fig, stem: str, prose: str = "") -> str:
         sentences.append(f"colour: {label}")
     body = ". ".join(s for s in sentences if s)
     out = f"``{stem}.png``: {body}."
+    if all(p.notes and not p.series and not p.unnamed for p in panels):
+        return out  # the prose explains data that this drawing does not have
     return f"{out} {prose.strip()}" if prose.strip() else out
