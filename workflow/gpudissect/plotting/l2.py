@@ -7,9 +7,8 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 import seaborn as sns
-from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
 
-from . import set_theme, size_text
+from . import set_theme, size_axis, size_text
 
 
 def _plateau_of(sizes: pd.Series, plateaus: list[dict]) -> pd.Series:
@@ -31,7 +30,7 @@ def plot_l2(data: pd.DataFrame, doc: dict) -> dict:
         )
         .reset_index()
     )
-    x = s["array_bytes"] / 2**20
+    x = s["array_bytes"]
     a.plot(x, s["median"], marker="o", label="median")
     a.fill_between(x, s["p10"], s["p90"], alpha=0.25, label="10-90th percentile")
     # the sizes the analysis reports, where it reports them (a step it read elsewhere, e.g. a
@@ -43,13 +42,11 @@ def plot_l2(data: pd.DataFrame, doc: dict) -> dict:
     ):
         size = (reported.get(key) or {}).get("value")
         if size:
-            a.axvline(
-                size / 2**20, ls=ls, lw=1, color="k", label=f"reported {what} {size_text(size)}"
-            )
+            a.axvline(size, ls=ls, lw=1, color="k", label=f"reported {what} {size_text(size)}")
     # the levels the analysis reports, each over the footprints of its plateau
     plateaus = doc.get("plateaus", [])
     for p in plateaus:
-        lo, hi = p["first_footprint_bytes"] / 2**20, p["last_footprint_bytes"] / 2**20
+        lo, hi = p["first_footprint_bytes"], p["last_footprint_bytes"]
         a.hlines(p["median_cycles"], lo, hi, colors="C3", lw=2, gid="plateau median levels")
         a.annotate(
             f"{p['role']} {p['median_cycles']:.0f}",
@@ -61,14 +58,11 @@ def plot_l2(data: pd.DataFrame, doc: dict) -> dict:
         )
     a.set(
         xscale="log",
-        xlabel="footprint (MiB)",
+        xlabel="footprint (binary units)",
         ylabel="latency (cycles)",
         title="latency against footprint",
     )
-    # labels on powers of two only: labelled minor ticks overlapped on a log axis
-    a.xaxis.set_major_locator(LogLocator(base=2, numticks=8))
-    a.xaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
-    a.xaxis.set_minor_formatter(NullFormatter())
+    size_axis(a.xaxis)  # labels on powers of two only: labelled minor ticks overlapped
     a.legend(fontsize=8)
     if plateaus:
         shown = data.assign(plateau=_plateau_of(data["array_bytes"], plateaus))

@@ -64,7 +64,9 @@ def plot_size_sweep(summary: pd.DataFrame, *, change_points: list[dict], title: 
             if cp["carveout_pct"] != carveout or cp.get("size_bytes") is None:
                 continue
             label = f"{cp['shared_buffer_bytes'] // 1024} KiB buffer"
-            ax.axvline(cp["size_bytes"] / 1024, ls="--", lw=1, color=palette[label])
+            ax.axvline(
+                cp["size_bytes"] / 1024, ls="--", lw=1, color=palette[label], gid="detected size"
+            )
         marks = sorted(
             {
                 cp["size_bytes"]

@@ -96,7 +96,7 @@ def plot_l2_flush_gap(table: pd.DataFrame, *, size_bytes: int | None, title: str
     ax_gap.set(xlabel="copy size (KiB)", ylabel="flushed - not flushed (µs)", title="gap")
     for a in (ax, ax_gap):
         if size_bytes is not None:
-            a.axvline(size_bytes / 1024, ls="--", lw=1, color="k")
+            a.axvline(size_bytes / 1024, ls="--", lw=1, color="k", gid="L2 size estimate")
     fig.suptitle(title)
     return fig, (ax, ax_gap)
 
