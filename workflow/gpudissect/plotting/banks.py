@@ -7,6 +7,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 import seaborn as sns
+from matplotlib.ticker import FuncFormatter, ScalarFormatter
 
 from . import set_theme
 
@@ -59,6 +60,10 @@ def plot_stride_latency(points: pd.DataFrame, *, base: float, slope: float, titl
             label=f"{name} (model)",
         )
     ax.set_yscale("log")
+    # plain numbers: a short log axis' default labels read "3x10^1"
+    ax.yaxis.set_major_formatter(ScalarFormatter())
+    ax.yaxis.set_minor_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
+    ax.grid(True, which="minor", axis="y", lw=0.5)
     ax.set(xlabel="stride (elements)", ylabel="latency per load (cycles)", title=title)
     ax.legend(fontsize=7)
     return fig, ax

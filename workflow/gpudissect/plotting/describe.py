@@ -139,10 +139,12 @@ def _colour(artist) -> str:
         # a see-through face (a band, a filled histogram) still has its colour; an unfilled
         # outline has only its edge's
         return colour_word(edge if face[3] == 0 else face)
-    for get in ("get_edgecolor", "get_facecolor", "get_color"):
-        colours = getattr(artist, get, lambda: [])()
-        if len(colours):
-            return colour_word(np.atleast_2d(colours)[0])
+    # a filled mark is the colour of its face (a scatter's points may have black edges); a line
+    # collection has no face
+    for get in ("get_facecolor", "get_edgecolor", "get_color"):
+        colours = np.atleast_2d(getattr(artist, get, lambda: [])())
+        if colours.size and colours.shape[1] == 4 and colours[0][3] > 0:
+            return colour_word(colours[0])
     return "black"
 
 
