@@ -161,7 +161,9 @@ def test_the_twin_slices_and_matrix_are_recovered(twin):
 
 
 def test_the_twin_report_section_and_figure(twin):
+    from gpudissect.plotting.describe import caption_mismatches, caption_text
     from gpudissect.plotting.l2_slices import FIGURE, plot_l2_slices
+    from gpudissect.report.captions import prose
     from gpudissect.report.sections_slices import l2_slices_section
 
     data, doc = twin
@@ -169,6 +171,8 @@ def test_the_twin_report_section_and_figure(twin):
     assert "a7 XOR a9 XOR a11" in text and "| slices (latency classes) | 16 |" in text
     figs = plot_l2_slices(data, doc, table=figure_table(data, doc))
     assert set(figs) == {FIGURE}
+    text = caption_text(figs[FIGURE], FIGURE, prose(FIGURE))
+    assert not caption_mismatches(figs[FIGURE], text), text
 
 
 class _FakeBackend(Backend):

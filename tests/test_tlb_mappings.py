@@ -110,10 +110,15 @@ def test_large_units_are_not_coalesced():
 
 
 def test_family_is_registered_and_plots(coalescing):
+    from gpudissect.plotting.describe import caption_mismatches, caption_text
+    from gpudissect.report.captions import prose
+
     data, doc = coalescing
     fam = FAMILIES["tlb_mappings"]
     figures = fam.plot(data, doc)
     assert set(figures) == set(fam.figures)
+    for stem, fig in figures.items():  # its caption, written from the drawing, matches it
+        assert not caption_mismatches(fig, caption_text(fig, stem, prose(stem))), stem
     lines = fam.report_section(doc, [])
     assert any("coalesced pages per entry | 16 pages" in line for line in lines)
     assert "| l2_tlb | entries (units that fit, contiguous mapping) | 32 | 0.90 |" in lines

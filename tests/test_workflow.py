@@ -128,6 +128,10 @@ def test_html_report_captions_name_their_own_figures(workdir):
     for path, item in figures.items():
         assert Path(path).name in item["caption"], (path, item["caption"][:200])
         assert item["labels"]["figure"] == Path(path).name
+        # the caption the plot job wrote from the drawing, not the prose alone
+        assert (workdir / path).with_suffix(".rst").read_text().split(": ", 1)[1][:40] in (
+            re.sub(r"<[^>]+>", "", item["caption"])
+        ), path
     tables = [k for k, v in results.items() if v["mime_type"] == "text/csv"]
     assert "results/report/tables/provenance.csv" in tables
 
@@ -159,7 +163,8 @@ def test_two_runs_give_byte_identical_traces_and_documents(workdir, tmp_path):
 
 
 def test_figures_drawn_in_parallel_equal_those_drawn_one_by_one(workdir, tmp_path):
-    """`plot --jobs N` draws experiments in N processes; the PNG files are the same bytes."""
+    """`plot --jobs N` draws experiments in N processes; the PNG files (and the captions written
+    beside them) are the same bytes."""
     from gpudissect.families import family
 
     docs = sorted(workdir.glob("results/analysis/tiny/*.json"))
@@ -175,8 +180,10 @@ def test_figures_drawn_in_parallel_equal_those_drawn_one_by_one(workdir, tmp_pat
             capture_output=True, text=True, cwd=workdir,
         )  # fmt: skip
         assert proc.returncode == 0, proc.stderr[-3000:]
-        drawn[jobs] = {p.name: p.read_bytes() for p in out.glob("*.png")}
-    expected = {f"{stem}.png" for e in exps for stem in family(e).figures}
+        drawn[jobs] = {p.name: p.read_bytes() for p in out.glob("*.*")}
+    expected = {
+        f"{stem}.{ext}" for e in exps for stem in family(e).figures for ext in ("png", "rst")
+    }
     assert set(drawn[1]) == expected and len(expected) > 10
     assert drawn[3] == drawn[1]
 
@@ -265,8 +272,8 @@ def test_interrupted_figure_job_resumes_with_a_plain_rerun(workdir, tmp_path):
     proc = _snakemake(workdir)
     assert proc.returncode == 0, (proc.stdout + proc.stderr)[-3000:]
     assert "plot_tiny" in proc.stdout + proc.stderr
-    for f in figures:
-        assert f.stat().st_size > 1000, f
+    for f in figures:  # the figures, and the captions beside them
+        assert f.stat().st_size > (100 if f.suffix == ".rst" else 1000), f
     assert not list((workdir / "results/figures/tiny").glob(".plot-*"))
 
 

@@ -7,6 +7,7 @@ by its gid (`mark(artist, "reported L2 size")`)."""
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -325,3 +326,32 @@ def caption_text(fig, stem: str, prose: str = "") -> str:
     if all(p.notes and not p.series and not p.unnamed for p in panels):
         return out  # the prose explains data that this drawing does not have
     return f"{out} {prose.strip()}" if prose.strip() else out
+
+
+def _words(text: str, vocabulary) -> set[str]:
+    return {w for w in vocabulary if re.search(rf"\b{w}\b", text, re.I)}
+
+
+def caption_mismatches(fig, text: str) -> list[str]:
+    """What a caption says that the drawn figure contradicts or leaves out: an axis label or a
+    named series missing from it, a colour or line style it names that nothing drawn has."""
+    panels = describe(fig)
+    wrong = [
+        f"{what} {label!r} is not in the caption"
+        for p in panels
+        for what, label in (
+            ("x label", p.xlabel),
+            ("y label", p.ylabel),
+            ("right y label", p.right_ylabel),
+            *(("series", n) for n in p.names),
+        )
+        if label and label not in text
+    ]
+    drawn = {w for p in panels for c in p.colours for w in c.split()}
+    wrong += [f"the caption names {w}, which nothing drawn is" for w in sorted(
+        _words(text, COLOUR_VOCABULARY) - drawn)]  # fmt: skip
+    styles = {i.style.strip() for p in panels for i in p.series}
+    styles |= {s.strip() for p in panels for _, _, s in p.unnamed}
+    wrong += [f"the caption names {w} lines, which nothing drawn is" for w in sorted(
+        _words(text, {"dashed", "dotted"}) - styles)]  # fmt: skip
+    return wrong
