@@ -21,7 +21,7 @@ from matplotlib.patches import Patch, Rectangle
 # colorblind "red" (vermilion, C3) falls in dark orange, matplotlib's red in red
 _HUES = (
     (12, "red"),
-    (30, "dark orange"),
+    (30, "dark orange"),  # at full brightness: orange
     (45, "orange"),
     (70, "yellow"),
     (170, "green"),
@@ -44,8 +44,10 @@ def colour_word(colour) -> str:
     if sat < 0.15 or val < 0.2:
         return "black" if val < 0.25 else "white" if val > 0.95 else "grey"
     word = next(w for bound, w in _HUES if h * 360 < bound)
-    if word in ("dark orange", "orange") and sat < 0.6:
+    if word in ("red", "dark orange", "orange") and sat < 0.6:
         return "brown"
+    if word == "dark orange" and val > 0.9:  # matplotlib's bright orange, not vermilion
+        return "orange"
     if word == "blue" and sat < 0.75 and val > 0.8:
         return "light blue"
     return word

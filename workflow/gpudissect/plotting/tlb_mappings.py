@@ -6,7 +6,7 @@ from __future__ import annotations
 import matplotlib.pyplot as plt
 import pandas as pd
 
-from . import set_theme
+from . import set_theme, size_axis
 
 MIB = 2**20
 COLORS = {"contiguous": "tab:blue", "scattered": "tab:orange"}
@@ -24,7 +24,7 @@ def plot_reach(data: pd.DataFrame, doc: dict, *, title: str):
     for (layout, stride), g in data.groupby(["layout", "stride_bytes"], sort=True):
         walks = g[g["step"] > 0].groupby("array_bytes")["latency_cycles"].quantile(0.9)
         ax.plot(
-            walks.index / MIB,
+            walks.index,
             walks.values,
             marker=next(markers, "o"),
             ms=3,
@@ -32,18 +32,24 @@ def plot_reach(data: pd.DataFrame, doc: dict, *, title: str):
             color=COLORS.get(str(layout)),
             label=f"{layout}, stride {stride / MIB:g} MiB",
         )
+    at: dict[float, list[str]] = {}  # one label for the levels whose reaches coincide
     for name, element in (doc.get("elements") or {}).items():
         for layout in COLORS:
             q = element.get(f"reach_{layout}_bytes") or {}
             if q.get("value"):
-                ax.axvline(q["value"] / MIB, color=COLORS[layout], ls=":", lw=0.8)
-                ax.text(q["value"] / MIB, ax.get_ylim()[1], name, rotation=90, va="top", fontsize=6)
+                ax.axvline(
+                    q["value"], color=COLORS[layout], ls=":", lw=0.8, gid=f"{layout} reaches read"
+                )
+                at.setdefault(q["value"], []).append(f"{name} ({layout})")
+    for x, names in at.items():
+        ax.text(x, ax.get_ylim()[1], "\n".join(names), rotation=90, va="top", fontsize=6)
     ax.set(
         xscale="log",
-        xlabel="walk span (MiB), one element per stride",
+        xlabel="walk span (binary units), one element per stride",
         ylabel="latency p90 (cycles)",
         title=title,
     )
+    size_axis(ax.xaxis)
     ax.legend(fontsize=7)
     return fig, ax
 
