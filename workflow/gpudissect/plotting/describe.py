@@ -3,7 +3,8 @@ its named series and its marks, with their colours by name. A figure's caption i
 this (`caption_text`), so it cannot name an axis, a series or a colour the figure does not draw.
 
 An artist is named by its label (what the legend shows) or, for a mark the legend leaves out,
-by its gid (`mark(artist, "reported L2 size")`)."""
+by its gid (`ax.axvline(x, gid="L2 size estimate")`); a text with `gid="note"` says what a
+panel lacks. `caption_mismatches` lists what a caption says that its drawing contradicts."""
 
 from __future__ import annotations
 
@@ -51,12 +52,6 @@ def colour_word(colour) -> str:
     if word == "blue" and sat < 0.75 and val > 0.8:
         return "light blue"
     return word
-
-
-def mark(artist, name: str):
-    """Name a mark the legend leaves out, for the caption."""
-    artist.set_gid(name)
-    return artist
 
 
 @dataclass(frozen=True)
