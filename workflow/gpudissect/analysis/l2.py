@@ -79,14 +79,34 @@ def partition_quantities(
             f"{mib(first_miss.x_after)} ({first_miss.miss_counts[first_miss.index]}/"
             f"{first_miss.accesses[first_miss.index]} there)"
         )
-    split = near_far(lv.near.samples).get("far_share")
+    halves = near_far(lv.near.samples)
+    split = halves.get("far_share")
     near_split = (
         f"; the near hits themselves split into two groups by address ({split['evidence']}): "
         "one near level, the median of both"
         if split
         else ""
     )
-    return {
+    groups = {}
+    if split:
+        # the two groups themselves: a twin reproduces the near hits' spread from them
+        groups = {
+            "near_hit_groups": quantity(
+                [halves["hit_latency_cycles"]["value"], halves["far_hit_latency_cycles"]["value"]],
+                unit="cycles",
+                confidence=split["confidence"],
+                method=split["method"],
+                evidence=f"the near hits, fast group and slow group: {split['evidence']}",
+            ),
+            "near_hit_slow_share": quantity(
+                split["value"],
+                unit=None,
+                confidence=split["confidence"],
+                method=split["method"],
+                evidence=f"share of the near hits in the slow group: {split['evidence']}",
+            ),
+        }
+    return groups | {
         "hit_latency_cycles": quantity(
             lv.near.level_cycles,
             unit="cycles",
