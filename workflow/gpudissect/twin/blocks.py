@@ -188,6 +188,66 @@ def _partition_sms(b: TopologyReader, sms: int) -> tuple[list[int], str] | None:
     )
 
 
+# the lines of one period of the twin's slice table: 2**20 B covers a partition function over
+# address bits up to 19 (the H100's and H200's); a function over higher bits needs more
+MAX_TABLE_LINES = 1 << 16
+
+
+def near_group_base(b: TopologyReader) -> float | None:
+    """The L2 hit latency a twin with the near hits' two groups starts from (the fast group's),
+    or None where the run did not split the near hits."""
+    groups = b.value("l2", "near_hit_groups")
+    return float(groups[0]) if groups and b.value("l2", "near_hit_slow_share") else None
+
+
+def _near_groups(b, out, cite, mask, far) -> dict[str, Any] | None:
+    """Two slices per partition where the footprint sweep split the near hits into a fast and
+    a slow group by address: slice_cycles 0 and slow - fast, the measured share of lines slow,
+    the partition the measured XOR of address bits (a table over one period of the function);
+    the far term then counts from the fast group. None where the run did not split them."""
+    base = near_group_base(b)
+    line = int(b.value("l2", "line_bytes") or D.DEFAULT_LINE_BYTES)
+    period = 1 << max(mask.bit_length(), line.bit_length())
+    if base is None or far is None or period // line > MAX_TABLE_LINES:
+        return None
+    fast, slow = (float(x) for x in b.value("l2", "near_hit_groups"))
+    share = float(b.value("l2", "near_hit_slow_share"))
+    lines = period // line
+    slow_lines = set(
+        D.seeded_permutation(lines)[: round(share * lines)].tolist()
+    )  # which lines are slow: the share is measured, the address function is not
+    table = [2 * (i in slow_lines) + (bin((i * line) & mask).count("1") & 1) for i in range(lines)]
+    cite["slices"] = (
+        b.cite("l2", "partitions")
+        + "; two per partition, the near hits' fast and slow groups ("
+        + b.cite("l2", "near_hit_groups")
+        + ")"
+    )
+    cite["index"] = (
+        b.cite("l2", "partition_function")
+        + f" (mask {mask:#x}) for the partition; "
+        + b.assume(
+            "l2_slices.index.slow_lines",
+            f"which lines are slow: a seeded pseudo-random {share:.0%} of each {period}-B period "
+            f"({b.cite('l2', 'near_hit_slow_share')}; the run measured the share, not the "
+            "address function)",
+        )
+    )
+    cite["slice_cycles"] = f"derived: 0 and slow - fast = {slow} - {fast}"
+    cite["slice_partition"] = "derived: slice k is in partition k mod 2"
+    cite["far_cycles"] = (
+        f"derived: far hit - fast near hit = {far} - {fast} "
+        f"({b.cite('l2', 'far_hit_latency_cycles')}; {b.cite('l2', 'near_hit_groups')})"
+    )
+    return out | {
+        "slices": 4,
+        "index": {"kind": "table", "period_bytes": period, "sets_of_lines": table},
+        "slice_partition": [0, 1, 0, 1],
+        "slice_cycles": [0, 0, round_int(slow - fast), round_int(slow - fast)],
+        "far_cycles": max(round_int(far - fast), 0),
+    }
+
+
 def l2_slices_block(b: TopologyReader, *, sms: int) -> dict[str, Any] | None:
     """The L2's two partitions (the sim's `l2_slices` block, one slice per partition where the
     run left the slices undetermined): the partition function, each SM's partition, the far
@@ -235,6 +295,7 @@ def l2_slices_block(b: TopologyReader, *, sms: int) -> dict[str, Any] | None:
         "sm_partition": of_sms[0],
         "far_cycles": max(far_cycles, 0),
     }
+    out = _near_groups(b, out, cite, mask, far) or out
     near_size = b.value("l2", "near_size_bytes")
     if near_size:
         line = int(b.value("l2", "line_bytes") or D.DEFAULT_LINE_BYTES)

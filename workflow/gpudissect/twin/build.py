@@ -16,7 +16,14 @@ from typing import Any
 from ..exceptions import TraceError
 from ..topology.reconcile import agrees
 from . import defaults as D
-from .blocks import l2_slices_block, requests_block, shared_block, timing_block, tlbs_block
+from .blocks import (
+    l2_slices_block,
+    near_group_base,
+    requests_block,
+    shared_block,
+    timing_block,
+    tlbs_block,
+)
 from .reading import TopologyReader, round_int
 
 L1_LEVEL = ("l1d", "texture", "readonly")
@@ -404,6 +411,15 @@ def twin_profile(topology: dict[str, Any], *, name: str, base: str | None = None
             profile[key] = block
         else:
             b.assume(key, f"no {key} block: the run did not determine what it needs")
+    slices = profile.get("l2_slices") or {}
+    if any(slices.get("slice_cycles") or ()) and near_group_base(b) is not None:
+        # the slow near hits come from their slices: the cache's own hit is the fast group's
+        l2 = profile["caches"]["l2"]
+        l2["hit_latency_cycles"] = round_int(near_group_base(b))
+        l2["cite"]["hit_latency_cycles"] = (
+            f"measured: the fast group of the near hits ({b.cite('l2', 'near_hit_groups')}); "
+            "the slow group adds its slices' slice_cycles"
+        )
     profile["noise"] = dict(D.NOISE) | {
         "cite": {k: b.assume(f"noise.{k}", D.NOISE_REASON) for k in D.NOISE}
     }

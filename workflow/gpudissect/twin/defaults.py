@@ -111,3 +111,11 @@ def fold_masks(sets: int, line: int) -> list[int]:
     power-of-two stride spreads over the sets."""
     k, low = sets.bit_length() - 1, line.bit_length() - 1
     return [sum(1 << b for b in range(low + i, ADDRESS_BITS, k)) for i in range(k)]
+
+
+def seeded_permutation(n: int):
+    """A fixed pseudo-random order of 0..n-1 (a twin's choices where the run measured a share
+    but not which addresses: the same profile from the same topology)."""
+    import numpy as np
+
+    return np.random.default_rng(0x7715).permutation(n)
