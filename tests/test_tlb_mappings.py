@@ -282,6 +282,34 @@ def test_memory_share_spans_come_from_the_device_memory():
         e.resolve(sweep, dataclasses.replace(facts, total_memory_bytes=None))
 
 
+def test_records_are_cut_to_the_shared_memory_a_block_may_opt_into():
+    from gpudissect.backends.facts import DeviceFacts
+
+    series = [
+        {"layout": "contiguous", "stride_bytes": CHUNK, "max_array_bytes": {"memory_share": 40}},
+    ]
+    section = _section(8, 8, series=series) | {"max_record_steps": 28672}
+    sweep = e.parse_params(section, "experiments.tlb_mappings")
+    facts = DeviceFacts(
+        source="profile", name="x", compute_capability=None, sm_count=1, max_threads_per_sm=32,
+        total_memory_bytes=1 << 40, shared_per_block_optin_bytes=101376,
+    )  # fmt: skip
+    got = e.resolve(sweep, facts)
+    # 99 KiB of opt-in shared memory (an Ada GPU's) holds 12672 records of 8 bytes
+    assert got.max_record_steps == 12672 and got.max_record_steps * e.RECORD_BYTES <= 101376
+    assert got.series[0].max_array_bytes == 12672 // sweep.traversals * CHUNK
+    # Hopper's 227 KiB hold the configured records: nothing is cut
+    hopper = dataclasses.replace(facts, shared_per_block_optin_bytes=232448)
+    assert e.resolve(sweep, hopper).max_record_steps == 28672
+    # a series of fixed bytes the cut records cannot hold is refused with the bound
+    fixed = [{"layout": "contiguous", "stride_bytes": CHUNK, "max_array_bytes": 5000 * CHUNK}]
+    sweep = e.parse_params(_section(8, 8, series=fixed) | {"max_record_steps": 28672}, "k")
+    with pytest.raises(
+        ConfigError, match=r"tlb_mappings\.series\[0\]\.max_array_bytes: .* over the 12672"
+    ):
+        e.resolve(sweep, facts)
+
+
 def test_a_slower_share_one_element_later_is_the_same_level():
     from gpudissect.analysis.tlb_mappings import Onset, SeriesReading
 

@@ -147,7 +147,31 @@ def parse_params(section: dict, key: str) -> MappingSweep:
 def resolve(sweep: MappingSweep, facts: DeviceFacts, key: str = "tlb_mappings") -> MappingSweep:
     """Every `max_array_bytes: {memory_share: x}` as bytes: x times the memory the driver (or the
     profile) reports, a multiple of the stride, at most what the records hold (`traversals`
-    traversals of the longest walk in `max_record_steps`) and at least 4 strides."""
+    traversals of the longest walk in `max_record_steps`) and at least 4 strides; and
+    `max_record_steps` at most what the shared memory a block may opt into holds (a GPU with
+    less than the configured records' bytes records fewer, and says so)."""
+    optin = facts.shared_per_block_optin_bytes
+    if optin and sweep.max_record_steps * RECORD_BYTES > optin:
+        fits = optin // RECORD_BYTES // 64 * 64
+        log.info(
+            "%s.max_record_steps: %d records need %d B of shared memory, over the %d B a block "
+            "may opt into here: %d records",
+            key,
+            sweep.max_record_steps,
+            sweep.max_record_steps * RECORD_BYTES,
+            optin,
+            fits,
+        )
+        sweep = replace(sweep, max_record_steps=fits)
+        for i, s in enumerate(sweep.series):
+            need = sweep.traversals * s.max_elements()
+            if s.memory_share is None and need > fits:
+                raise ConfigError(
+                    f"{key}.series[{i}].max_array_bytes: {s.max_array_bytes} needs {need} "
+                    f"records, over the {fits} this GPU's {optin} B of opt-in shared memory "
+                    f"hold; allowed: max_array_bytes <= {fits // sweep.traversals * s.stride_bytes}"
+                    ", or {memory_share: x}"
+                )
     if all(s.memory_share is None for s in sweep.series):
         return sweep
     if not facts.total_memory_bytes:
