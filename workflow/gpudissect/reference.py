@@ -133,14 +133,20 @@ def run_measured(
     root: Path = Path("."),
     extra: tuple[str, ...] = (),
 ) -> None:
-    """The measured part, timed; its times go to results/benchmarks/gpu_run.json when it ran
-    (a rerun that finds it complete keeps the times of the run that made it)."""
-    topology = root / "results" / "topology" / f"{DEVICE}.json"
-    before = topology.stat().st_mtime_ns if topology.is_file() else None
+    """The measured part, timed; its times go to results/benchmarks/gpu_run.json when a sweep
+    ran (a rerun that only analyses or draws again keeps the times of the run that swept)."""
+
+    def traces() -> dict[str, int]:
+        return {
+            p.name: p.stat().st_mtime_ns
+            for p in (root / "results" / "traces" / DEVICE).glob("*.parquet")
+        }
+
+    before = traces()
     start = time.perf_counter()
     _snakemake(cores, ["measured"], configs, extra)
     wall = time.perf_counter() - start
-    if before is not None and topology.stat().st_mtime_ns == before:
+    if before and traces() == before:  # no sweep ran: the times of the run that made them stay
         return
     sweeps = {}
     for trace in sorted((root / "results" / "traces" / DEVICE).glob("*.parquet")):
