@@ -185,7 +185,9 @@ def test_topology_gives_raw_and_calibrated_latencies(tmp_path):
     hit = topo["elements"]["l1d"]["hit_latency_cycles"]
     # 50 raw - the hand trace's overhead of 17 = 33 calibrated
     assert hit["timing"] == "raw" and hit["value"] == 50 and hit["calibrated_value"] == 33
-    assert hit["calibration"]["source"] == "/timing/window_overhead_cycles"
+    # the overhead of the L1's own load path
+    assert hit["calibration"]["source"] == "/paths/ca/window_overhead_cycles"
+    assert hit["calibration"]["path"] == "ca"
     assert hit["calibration"]["analysis"] == str(paths[1])
     assert topo["elements"]["l1d"]["miss_penalty_cycles"]["timing"] == "difference"
     assert "calibrated_value" not in topo["elements"]["l1d"]["miss_penalty_cycles"]
@@ -199,6 +201,41 @@ def test_topology_gives_raw_and_calibrated_latencies(tmp_path):
     assert (
         entry["calibrated_value"] is None
         and "no timing_overhead" in (entry["calibration"]["undetermined"])
+    )
+
+
+def test_a_latency_is_calibrated_with_its_own_load_paths_overhead_or_not_at_all():
+    from gpudissect.topology.calibrate import calibrate
+
+    def raw(value):
+        return {"value": value, "unit": "cycles", "experiment": "cache_stage1"}
+
+    def overhead(value, path):
+        return {
+            "value": value, "analysis": "t.json", "source": f"/paths/{path}/window_overhead_cycles"
+        }  # fmt: skip
+
+    timing = {
+        "calibration_path": "ca",
+        "window_overhead_cycles": overhead(18.0, "ca"),
+        "window_overhead_by_path": {"ca": overhead(18.0, "ca"), "tex": overhead(30.0, "tex")},
+    }
+    elements = {
+        e: {"hit_latency_cycles": raw(v)}
+        for e, v in (("l1d", 50.0), ("texture", 93.0), ("constant_l1", 41.0), ("l2", 293.0))
+    }
+    calibrate(elements, timing)
+    got = {e: q["hit_latency_cycles"] for e, q in elements.items()}
+    assert got["l1d"]["calibrated_value"] == 32.0 and got["l1d"]["calibration"]["path"] == "ca"
+    assert got["texture"]["calibrated_value"] == 63.0  # its own path's 30 cycles, not ca's 18
+    # the L2 is read by global loads: cg's overhead, or ca's standing in for it
+    assert got["l2"]["calibrated_value"] == 275.0 and got["l2"]["calibration"]["path"] == "ca"
+    # no overhead on the constant path: uncalibrated, naming the paths it was measured on
+    const = got["constant_l1"]
+    assert const["calibrated_value"] is None
+    assert const["calibration"]["undetermined"] == (
+        "the window overhead was measured on ca, tex, not on the const path that reads "
+        "constant_l1's latencies"
     )
 
 

@@ -10,7 +10,11 @@ one (config/README.md, "The topology document", rule 7).
 - `difference`: a difference of two raw latencies (miss penalties, the latency per way of a
   bank conflict), in which the window's overhead cancels.
 The overhead is taken to be the same whatever the load hits (it is paid before the load issues
-and after its value arrives); the `timing_overhead` document shows it on the L2 path as well.
+and after its value arrives; the `timing_overhead` document shows it on the L2 path as well), but
+not whatever the load instruction is: a latency is calibrated with the overhead measured on its
+own load path (`ELEMENT_PATHS`; the L2's and DRAM's latencies are read by global loads), the two
+global-load paths `ca` and `cg` (one instruction, two cache operators) standing in for each other,
+and a latency of a path the run did not measure the overhead on is left uncalibrated, with why.
 """
 
 from __future__ import annotations
@@ -21,6 +25,15 @@ EXPERIMENT = "timing_overhead"
 OVERHEAD = "window_overhead_cycles"
 AMORTIZED_EXPERIMENTS = frozenset({"bank_conflicts"})
 DIFFERENCES = ("_penalty_cycles", "conflict_latency_cycles")
+# the load path whose timed window reads each element's latencies (the rest: global loads)
+ELEMENT_PATHS = {
+    "l1d": "ca",
+    "texture": "tex",
+    "readonly": "nc",
+    "constant_l1": "const",
+    "constant_l15": "const",
+}
+GLOBAL_PATHS = ("ca", "cg")
 
 
 def timing_of(quantity: str, experiment: str | None) -> str | None:
@@ -48,14 +61,52 @@ def timing_block(docs: list[tuple[str, dict[str, Any]]]) -> dict[str, Any] | Non
                     "analysis": path,
                     "source": f"/timing/{name}",
                 }
+        by_path = {
+            p: {
+                **quantities[OVERHEAD],
+                "experiment": EXPERIMENT,
+                "analysis": path,
+                "source": f"/paths/{p}/{OVERHEAD}",
+            }
+            for p, quantities in (doc.get("paths") or {}).items()
+            if isinstance((quantities or {}).get(OVERHEAD), dict)
+            and quantities[OVERHEAD].get("value") is not None
+        }
+        if by_path:
+            block["window_overhead_by_path"] = by_path
         return block
     return None
 
 
+def path_overhead(
+    timing: dict[str, Any] | None, element: str
+) -> tuple[dict | None, str, str | None]:
+    """(overhead, path, measured on) for `element`'s latencies: its load path, and the window
+    overhead measured on that path (a global-load path stands in for the other; a run that
+    measured one overhead measured it on its calibration path), or None."""
+    path = ELEMENT_PATHS.get(element, "cg")
+    timing = timing or {}
+    by_path = dict(timing.get("window_overhead_by_path") or {})
+    if not by_path and timing.get(OVERHEAD) is not None:
+        by_path = {timing.get("calibration_path"): timing[OVERHEAD]}
+    if path in by_path:
+        return by_path[path], path, path
+    if path in GLOBAL_PATHS:
+        other = next((p for p in GLOBAL_PATHS if p in by_path), None)
+        if other is not None:
+            return by_path[other], path, other
+    return None, path, None
+
+
 def calibrate(elements: dict[str, dict[str, Any]], timing: dict[str, Any] | None) -> None:
-    """Mark every latency with its timing and give each raw one its calibrated value."""
+    """Mark every latency with its timing and give each raw one its calibrated value, with the
+    overhead of its own load path (`path_overhead`)."""
     overhead = (timing or {}).get(OVERHEAD)
-    for quantities in elements.values():
+    measured_on = sorted((timing or {}).get("window_overhead_by_path") or {}) or [
+        (timing or {}).get("calibration_path")
+    ]
+    for element, quantities in elements.items():
+        own, path, on = path_overhead(timing, element)
         for name, entry in quantities.items():
             kind = timing_of(name, entry.get("experiment"))
             if kind is None:
@@ -74,13 +125,19 @@ def calibrate(elements: dict[str, dict[str, Any]], timing: dict[str, Any] | None
                 entry["calibration"] = {
                     "undetermined": f"the window overhead is undetermined: {why}"
                 }
-            else:
-                entry["calibrated_value"] = round(float(entry["value"]) - overhead["value"], 2)
+            elif own is None or own.get("value") is None:
+                entry["calibrated_value"] = None
                 entry["calibration"] = {
-                    OVERHEAD: overhead["value"],
-                    "confidence": overhead.get("confidence"),
-                    "path": timing.get("calibration_path"),
+                    "undetermined": f"the window overhead was measured on {', '.join(measured_on)}"
+                    f", not on the {path} path that reads {element}'s latencies"
+                }
+            else:
+                entry["calibrated_value"] = round(float(entry["value"]) - own["value"], 2)
+                entry["calibration"] = {
+                    OVERHEAD: own["value"],
+                    "confidence": own.get("confidence"),
+                    "path": on,
                     "experiment": EXPERIMENT,
-                    "analysis": overhead["analysis"],
-                    "source": overhead["source"],
+                    "analysis": own["analysis"],
+                    "source": own["source"],
                 }
