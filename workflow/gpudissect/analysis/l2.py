@@ -98,6 +98,12 @@ def partition_quantities(
                 method=split["method"],
                 evidence=f"the near hits, fast group and slow group: {split['evidence']}",
             ),
+            "near_hit_spread_cycles": _group_spread(
+                lv.near.samples,
+                halves["hit_latency_cycles"]["value"],
+                halves["far_hit_latency_cycles"]["value"],
+                split,
+            ),
             "near_hit_slow_share": quantity(
                 split["value"],
                 unit=None,
@@ -148,6 +154,28 @@ def partition_quantities(
             "what fits in one predict 2)",
         ),
     }
+
+
+def _group_spread(samples, fast: float, slow: float, split: dict[str, Any]) -> dict[str, Any]:
+    """The near hits' spread within their two groups: the robust standard deviation (1.4826 x
+    MAD) of each group, split midway between their medians, pooled (root mean square)."""
+    samples = np.asarray(samples, dtype=float)
+    cut = (fast + slow) / 2
+    sds = [
+        1.4826 * float(np.median(np.abs(g - np.median(g))))
+        for g in (samples[samples <= cut], samples[samples > cut])
+        if g.size
+    ]
+    spread = float(np.sqrt(np.mean(np.square(sds)))) if sds else 0.0
+    return quantity(
+        round(spread, 2),
+        unit="cycles",
+        confidence=split["confidence"],
+        method="robust standard deviation (1.4826 x MAD) of each group of the near hits, split "
+        "midway between their medians, pooled as a root mean square",
+        evidence=f"groups {fast:.0f} / {slow:.0f} cycles, cut {cut:.1f}: SDs "
+        + ", ".join(f"{x:.2f}" for x in sds),
+    )
 
 
 # the DRAM-latency share of the DRAM plateau must exceed the far plateau's by this much for the
