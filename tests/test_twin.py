@@ -353,3 +353,29 @@ def test_agreement_accepts_a_gpu_and_its_own_twin(tmp_path):
     twin = _named_topology(tmp_path, "h100_twin", gpu="NVIDIA H100 80GB HBM3 (twin)")
     rc, out = _agreement(tmp_path, gpu, twin)
     assert rc == 0 and out.exists()
+
+
+def test_near_hits_in_two_groups_become_slices_of_two_latencies():
+    """The H200 run split its near L2 hits into a fast and a slow group by address and counted
+    its slices: the twin's slices are the measured count, the measured share of each
+    partition's slow, the cache's hit the fast group's, the partition the measured XOR."""
+    topo = _topology("h200")
+    l2 = topo["elements"]["l2"]
+    fast, slow = l2["near_hit_groups"]["value"]
+    share, slices = l2["near_hit_slow_share"]["value"], l2["slices"]["value"]
+    profile = twin_profile(topo, name="t").profile
+    block = profile["l2_slices"]
+    assert block["slices"] == slices
+    assert profile["caches"]["l2"]["hit_latency_cycles"] == round(fast)
+    per = slices // 2
+    for p in (0, 1):
+        pairs = zip(block["slice_cycles"], block["slice_partition"], strict=True)
+        mine = [c for c, q in pairs if q == p]
+        assert len(mine) == per and set(mine) == {0, round(slow - fast)}
+        assert abs(mine.count(round(slow - fast)) / per - share) <= 0.5 / per + 1e-9
+    # a line's partition is the parity of its address bits under the measured function
+    mask = sum(1 << b for b in l2["partition_function"]["value"])
+    table, line = block["index"]["sets_of_lines"], profile["caches"]["l2"]["line_bytes"]
+    for i in range(0, len(table), 97):
+        assert block["slice_partition"][table[i]] == bin((i * line) & mask).count("1") % 2
+    assert block["far_cycles"] == round(l2["far_hit_latency_cycles"]["value"] - fast)

@@ -201,10 +201,15 @@ def near_group_base(b: TopologyReader) -> float | None:
 
 
 def _near_groups(b, out, cite, mask, far) -> dict[str, Any] | None:
-    """Two slices per partition where the footprint sweep split the near hits into a fast and
-    a slow group by address: slice_cycles 0 and slow - fast, the measured share of lines slow,
-    the partition the measured XOR of address bits (a table over one period of the function);
-    the far term then counts from the fast group. None where the run did not split them."""
+    """Slices of their own latency where the footprint sweep split the near hits into a fast
+    and a slow group by address: per partition, the measured slice count's half (two where the
+    slices are undetermined), the measured share of them slow (slice_cycles slow - fast); a
+    line's partition is the measured XOR of address bits, its slice within the partition a
+    seeded choice (a table over one period of the function); the far term counts from the fast
+    group. The groups' own spread is not carried: the run does not tell how much of it is per
+    address and how much per access (spread per slice, the paired-address reading of the TLBs
+    keeps the L1 TLB's misses; per access, it loses them). None where the run did not split
+    the near hits."""
     base = near_group_base(b)
     line = int(b.value("l2", "line_bytes") or D.DEFAULT_LINE_BYTES)
     period = 1 << max(mask.bit_length(), line.bit_length())
@@ -212,38 +217,59 @@ def _near_groups(b, out, cite, mask, far) -> dict[str, Any] | None:
         return None
     fast, slow = (float(x) for x in b.value("l2", "near_hit_groups"))
     share = float(b.value("l2", "near_hit_slow_share"))
+    measured = b.value("l2", "slices")
+    per = int(measured) // 2 if measured and int(measured) % 2 == 0 else 2
+    slow_per = min(max(round(share * per), 1), per - 1)
+    rng = D.seeded_rng()
+    slice_cycles = [
+        round_int(slow - fast) if k % per >= per - slow_per else 0 for k in range(2 * per)
+    ]
     lines = period // line
-    slow_lines = set(
-        D.seeded_permutation(lines)[: round(share * lines)].tolist()
-    )  # which lines are slow: the share is measured, the address function is not
-    table = [2 * (i in slow_lines) + (bin((i * line) & mask).count("1") & 1) for i in range(lines)]
+    within = rng.integers(0, per, lines)
+    table = [(bin((i * line) & mask).count("1") & 1) * per + int(within[i]) for i in range(lines)]
     cite["slices"] = (
-        b.cite("l2", "partitions")
-        + "; two per partition, the near hits' fast and slow groups ("
+        (
+            b.cite("l2", "slices")
+            if measured and per * 2 == int(measured)
+            else b.assume(
+                "l2_slices.slices", "two per partition: the run left the slices undetermined"
+            )
+        )
+        + "; the near hits' fast and slow groups ("
         + b.cite("l2", "near_hit_groups")
-        + ")"
+        + ") by slice"
     )
     cite["index"] = (
         b.cite("l2", "partition_function")
         + f" (mask {mask:#x}) for the partition; "
         + b.assume(
-            "l2_slices.index.slow_lines",
-            f"which lines are slow: a seeded pseudo-random {share:.0%} of each {period}-B period "
-            f"({b.cite('l2', 'near_hit_slow_share')}; the run measured the share, not the "
-            "address function)",
+            "l2_slices.index.slice_of_line",
+            f"which slice of its partition a line is in: a seeded pseudo-random choice over each "
+            f"{period}-B period (the run measured the partition function and the slice count, "
+            "not the address function within a partition)",
         )
     )
-    cite["slice_cycles"] = f"derived: 0 and slow - fast = {slow} - {fast}"
-    cite["slice_partition"] = "derived: slice k is in partition k mod 2"
+    cite["slice_cycles"] = (
+        f"derived: {slow_per} of the {per} slices of each partition slow, slow - fast = "
+        f"{slow} - {fast} ({b.cite('l2', 'near_hit_slow_share')})"
+    )
+    if b.value("l2", "near_hit_spread_cycles"):
+        b.assume(
+            "l2_slices.slice_cycles.spread",
+            "none within a group: the run measured the groups' spread "
+            f"({b.cite('l2', 'near_hit_spread_cycles')}) but not whether it is per address "
+            "or per access",
+        )
+    cite["slice_partition"] = f"derived: slices 0-{per - 1} in partition 0, the rest in 1"
     cite["far_cycles"] = (
         f"derived: far hit - fast near hit = {far} - {fast} "
         f"({b.cite('l2', 'far_hit_latency_cycles')}; {b.cite('l2', 'near_hit_groups')})"
     )
     return out | {
-        "slices": 4,
+        "slices": 2 * per,
         "index": {"kind": "table", "period_bytes": period, "sets_of_lines": table},
-        "slice_partition": [0, 1, 0, 1],
-        "slice_cycles": [0, 0, round_int(slow - fast), round_int(slow - fast)],
+        "slice_partition": [k // per for k in range(2 * per)],
+        "slice_cycles": slice_cycles,
         "far_cycles": max(round_int(far - fast), 0),
     }
 
@@ -266,10 +292,6 @@ def l2_slices_block(b: TopologyReader, *, sms: int) -> dict[str, Any] | None:
         "slice_partition": "derived: slice k is partition k",
         "sm_partition": of_sms[1],
     }
-    if b.value("l2", "slices") is None:
-        b.assume(
-            "l2_slices.slices", "one slice per partition: the run left the slices undetermined"
-        )
     near, far = b.value("l2", "hit_latency_cycles"), b.value("l2", "far_hit_latency_cycles")
     if near is not None and far is not None:
         far_cycles = round_int(far - near)
@@ -295,7 +317,13 @@ def l2_slices_block(b: TopologyReader, *, sms: int) -> dict[str, Any] | None:
         "sm_partition": of_sms[0],
         "far_cycles": max(far_cycles, 0),
     }
-    out = _near_groups(b, out, cite, mask, far) or out
+    grouped = _near_groups(b, out, cite, mask, far)
+    if grouped is not None:
+        out = grouped
+    elif b.value("l2", "slices") is None:
+        b.assume(
+            "l2_slices.slices", "one slice per partition: the run left the slices undetermined"
+        )
     near_size = b.value("l2", "near_size_bytes")
     if near_size:
         line = int(b.value("l2", "line_bytes") or D.DEFAULT_LINE_BYTES)

@@ -113,9 +113,9 @@ def fold_masks(sets: int, line: int) -> list[int]:
     return [sum(1 << b for b in range(low + i, ADDRESS_BITS, k)) for i in range(k)]
 
 
-def seeded_permutation(n: int):
-    """A fixed pseudo-random order of 0..n-1 (a twin's choices where the run measured a share
-    but not which addresses: the same profile from the same topology)."""
+def seeded_rng():
+    """The generator of a twin's choices where the run measured a count, a share or a spread
+    but not which addresses: a fixed seed, so one topology gives one profile."""
     import numpy as np
 
-    return np.random.default_rng(0x7715).permutation(n)
+    return np.random.default_rng(0x7715)
