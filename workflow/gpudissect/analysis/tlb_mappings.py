@@ -423,6 +423,14 @@ def coalescing(series: list[SeriesReading], level: int, *, nearest: bool) -> dic
                 )
             if ratio < 1:
                 return undetermined(f"{text}: the scattered mapping reaches further")
+            if not shows:
+                # one element per entry under either mapping: the reaches differ by how the
+                # two layouts' units fall into the level's sets, not by coalescing
+                skipped.append(
+                    f"{text}, but the contiguous misses lie one stride apart (one element per "
+                    "entry under either mapping: the ratio is not a coalescing factor)"
+                )
+                continue
             k = ratio * stride / chunk
             p2 = 2 ** round(np.log2(k))
             dev = abs(k - p2) / p2
