@@ -50,6 +50,33 @@ def merge_into_base(levels: list[Level], base_range: tuple[float, float]) -> lis
     return sorted([lv for lv in levels if lv not in inside] + [merged], key=lambda lv: lv.center)
 
 
+def with_base(levels: list[Level], lat: np.ndarray, base_range: tuple[float, float]) -> list[Level]:
+    """The reach stage's base level put back where the pooled histogram of the page walks
+    dropped it as too small a share: where every level's unit is one page, every access of a
+    walk past the L1 TLB's reach misses it, and the thousands of long walks outnumber the few
+    short ones that hit. Its samples are no timing outliers: the reach stage's short walks
+    read them. The level above starts where the base ends."""
+    lo, hi = base_range
+    inside = lat[(lat >= lo) & (lat < hi)]
+    if inside.size < MIN_BASE_SAMPLES:
+        return levels
+    base = Level(float(np.median(inside)), float(lo), float(hi), int(inside.size))
+    out = [base]
+    for lv in levels:
+        if lv.hi <= lo:
+            out.append(lv)
+        elif lv.lo >= hi:
+            out.append(lv)
+        elif lv.center >= hi:  # overlaps the base from above: it starts where the base ends
+            out.append(Level(lv.center, float(hi), lv.hi, int(np.sum((lat >= hi) & (lat < lv.hi)))))
+        elif lv.center < lo:
+            out.append(Level(lv.center, lv.lo, float(lo), int(np.sum((lat >= lv.lo) & (lat < lo)))))
+    return sorted(out, key=lambda lv: lv.center)
+
+
+MIN_BASE_SAMPLES = 8  # find_levels' min_count: fewer are timing outliers whatever their range
+
+
 ANY_ABOVE = -1  # key of _sustained_onsets: the levels above the base together
 
 
@@ -100,6 +127,8 @@ def page_levels(
     levels = find_levels(lat, sigma=sigma)
     if base_range is not None:
         levels = merge_into_base(levels, base_range)
+        if level_containing(levels, base_value) is None:
+            levels = with_base(levels, lat, base_range)
     b = level_containing(levels, base_value)
     if b is None:
         return levels, -1, None, None, ()
