@@ -344,6 +344,9 @@ def entries_quantity(series: list[SeriesReading], level: int) -> dict[str, Any]:
     )
     if not read:
         return undetermined("no contiguous walk reads this level's onset")
+    read, aliased = _unaliased(series, read, level)
+    if not read:
+        return undetermined("; ".join(aliased))
     spaced = [
         o.spacing_bytes for s, o in read if o.spacing_bytes and o.spacing_bytes > s.stride_bytes
     ]
@@ -370,6 +373,32 @@ def entries_quantity(series: list[SeriesReading], level: int) -> dict[str, Any]:
         "misses, or the stride) that fit, each stride's bracket intersected",
         evidence=f"{text}; together exactly {lo}",
     )
+
+
+def _unaliased(series: list[SeriesReading], read, level: int):
+    """The contiguous readings whose count can be the level's entries, and why the others
+    cannot. Where the contiguous misses lie one stride apart, every element takes an entry of
+    its own under either mapping, so the scattered walks at that stride must fit as many: where
+    they fit another count, the elements fall into some of the level's sets only (set bits
+    below the stride: the A100 twin's 4096-entry L2 TLB fits 2048 elements of 16 MiB contiguous
+    and 512 scattered), and neither count is the entries."""
+    kept, why = [], []
+    for s, o in read:
+        x = next(
+            (t for t in series if t.layout == "scattered" and t.stride_bytes == s.stride_bytes),
+            None,
+        )
+        ox = x.onset(level) if x is not None else None
+        apart = not o.spacing_bytes or o.spacing_bytes <= s.stride_bytes
+        if apart and ox is not None and abs(ox.fit_elements / o.fit_elements - 1) > EQUAL_REL:
+            why.append(
+                f"stride {_mib(s.stride_bytes)}: {o.fit_elements} elements fit contiguous, "
+                f"{ox.fit_elements} scattered, one element per entry under either mapping: "
+                "the elements fill some of the level's sets only"
+            )
+            continue
+        kept.append((s, o))
+    return kept, why
 
 
 def coalescing(series: list[SeriesReading], level: int, *, nearest: bool) -> dict[str, Any]:
