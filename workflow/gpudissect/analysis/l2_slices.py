@@ -38,7 +38,7 @@ import numpy as np
 import pandas as pd
 
 from .l2_partition import LINEAR_TOLERANCE, fit_affine, near_groups, split_lines
-from .result import header, quantity, undetermined
+from .result import header, not_applicable, quantity, undetermined
 
 CUT_FACTOR = 3.0
 MIN_SEPARATION = 1.5
@@ -433,6 +433,26 @@ def _partition_quantities(rows, far_sets, lines: int) -> dict[str, Any]:
         "(their share is in the constant)"
     )
     split = [r for r in rows if r["split"]]
+    if not split and len(rows) >= 2:
+        # first touches after a flush come from each line's home: with two partitions every SM
+        # reads the lines of the other one far, so SMs that all read every line at one level
+        # (their slices' spread aside) share one partition
+        why = (
+            f"none of the {len(rows)} SMs' first-touch latencies split into near and far "
+            "groups: every SM reads every line near"
+        )
+        one = quantity(
+            1,
+            unit=None,
+            confidence=0.8,
+            method="per SM: Otsu split of its lines' first-touch L2-hit latencies into near and "
+            "far; with none split, one partition",
+            evidence=why,
+        )
+        return {
+            "partition_function": not_applicable(f"one partition: {why}"),
+            "partitions": one,
+        }, []
     if not split:
         why = "no SM's first-touch latencies split into near and far groups"
         return {"partition_function": undetermined(why), "partitions": undetermined(why)}, []
