@@ -51,7 +51,12 @@ def topologies(tmp_path_factory):
         cwd=work,
         capture_output=True,
         text=True,
-        env={"PATH": f"{bin_dir}:/usr/bin:/bin", "HOME": str(work)},
+        # the rules' `python -m gpudissect` imports the copy's package, not an installed one
+        env={
+            "PATH": f"{bin_dir}:/usr/bin:/bin",
+            "HOME": str(work),
+            "PYTHONPATH": str(work / "workflow"),
+        },
         timeout=3600,
     )
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
