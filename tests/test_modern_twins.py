@@ -10,8 +10,8 @@ hit latencies (from SM 0, within the spread of its slices' terms), slice count a
 function; every TLB level's entries, unit (the page times the pages an entry coalesces), its
 coalescing and miss penalty; the shared-memory banks.
 
-One pipeline run of the three twins (--cores 1): about 25 minutes on a 2-core machine shared
-with other work (the A100's tlbs walks alone take 4-5 minutes).
+One pipeline run of the three twins (--cores 1): 662 s and 703 s (two runs) on a 2-core machine
+shared with other work; the A100's tlbs walks take about 4.5 minutes of it.
 """
 
 import json
