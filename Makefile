@@ -8,13 +8,14 @@ export PATH := $(abspath $(BIN)):$(PATH)
 # the Slurm executor plugin of the `slurm` extra, pinned there
 SLURM_PLUGIN = $(shell sed -n 's/^slurm = \["\(.*\)"\]$$/\1/p' pyproject.toml)
 
-.PHONY: reproduce test lint bench gpu-test reference artifact clean help
+.PHONY: reproduce test lint bench gpu-test test-modern reference artifact clean help
 
 help:
 	@echo "make reproduce   create $(VENV), install pinned deps, run the default pipeline"
 	@echo "make test        lint + the whole test suite (incl. snakemake --lint, a tiny pipeline run)"
 	@echo "make bench       simulator and pipeline speed benchmarks"
 	@echo "make gpu-test    the GPU tests (on a GPU host with pycuda)"
+	@echo "make test-modern the A100, L40S and B200 twins through the GPU experiment set"
 	@echo "make reference GPU=NAME  (GPU host) the config/gpu.yaml run + twin -> results/reference/NAME/"
 	@echo "make artifact    dist/gpudissect-artifact-<version>.tar.gz (see ARTIFACT.md)"
 
@@ -48,6 +49,10 @@ test: lint $(VENV)/.slurm
 
 gpu-test: $(VENV)/.installed
 	$(BIN)/python -m pytest -q -m gpu
+
+# the A100, L40S and B200 twins of config/modern.yaml through config/gpu.yaml (about 12 minutes)
+test-modern: $(VENV)/.installed
+	$(BIN)/python -m pytest -q -m modern tests/test_modern_twins.py
 
 bench: $(VENV)/.installed
 	$(BIN)/python benchmarks/bench_sim.py
