@@ -23,9 +23,3 @@ rule all:
     default_target: True
     input:
         all_targets(),
-
-
-# The CUDA devices' own results (gpudissect reference runs this first, timed)
-rule measured:
-    input:
-        measured_targets(),

@@ -313,16 +313,6 @@ def all_targets():
     return targets
 
 
-def measured_targets():
-    """What the CUDA devices' own run makes (rule measured): sweeps, analyses, figures and
-    topology documents, without twins and report."""
-    targets = []
-    for name, device in DEVICES.items():
-        if device.backend == "cuda":
-            targets += device_targets(name)
-    return targets
-
-
 def twin_agreements():
     """The agreement of every GPU that has a twin in this run with its twin (rule
     compare_twin_topology)."""

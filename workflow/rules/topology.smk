@@ -43,3 +43,9 @@ rule build_study_topology:
     shell:
         "python -m gpudissect topology --device {wildcards.device}"
         " --analyses {input.analyses} --out {output.topology} > {log} 2>&1"
+
+
+# The CUDA devices' own results (gpudissect reference runs this first, timed)
+rule measured:
+    input:
+        [t for d in RUN.cuda_devices for t in device_targets(d.name)],
