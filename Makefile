@@ -61,8 +61,9 @@ bench: $(VENV)/.installed
 # One GPU's reference results (results/reference/<GPU>/, README.md "Reference results"): the
 # whole config/gpu.yaml run of CUDA device 0 with its twin, then the fleet report.
 GPU ?=
-reference: $(VENV)/.installed
+reference:
 	@test -n "$(GPU)" || { echo "make reference: give GPU=<folder name>, e.g. GPU=h100"; exit 2; }
+	$(MAKE) $(VENV)/.installed
 	$(BIN)/python -m gpudissect reference --gpu $(GPU) --cores $(CORES)
 
 # --- the artifact-evaluation bundle (ARTIFACT.md) ---------------------------------------------
