@@ -99,7 +99,10 @@ def test_per_device_overrides_merge_over_top_level():
 
 
 def test_cuda_only_keys_refused_on_sim():
-    with pytest.raises(ConfigError, match=r"devices\[0\].carveouts: only for backend cuda"):
+    with pytest.raises(ConfigError, match=r"devices\[0\].arch: only for backend cuda"):
+        parse(_with("devices.0.arch", "sm_90"), base_dir=REPO)
+    # carveouts only where the profile's L1 follows one (tests/sim/test_carveout.py)
+    with pytest.raises(ConfigError, match=r"devices\[0\].carveouts: the profile .* no carveout"):
         parse(_with("devices.0.carveouts", [100]), base_dir=REPO)
 
 

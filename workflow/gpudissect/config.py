@@ -285,15 +285,22 @@ def check_stride_and_sizes(sizes: SizeRange, stride_bytes: int, key: str) -> Non
         )
 
 
-def _check_profile(path: Path, key: str) -> None:
+def _check_profile(path: Path, key: str, *, carveouts: bool = False) -> None:
     """Load the device profile as the simulator will, so a broken one (ways that do not divide
-    the lines, a negative latency, a 48-byte line) stops the run before any job starts."""
+    the lines, a negative latency, a 48-byte line) stops the run before any job starts; a sim
+    device given `carveouts` needs a profile with a `carveout` block."""
     from .sim.profile import load_profile
 
     try:
-        load_profile(path)
+        profile = load_profile(path)
     except ProfileError as exc:
         raise ConfigError(f"{key}: the device profile is invalid: {exc}") from None
+    if carveouts and profile.carveout is None:
+        raise ConfigError(
+            f"{key.rsplit('.', 1)[0]}.carveouts: the profile {path} has no carveout block, so "
+            "its L1 does not follow a carveout; allowed: carveouts only with a profile that "
+            "has one (config/README.md, device profiles)"
+        )
 
 
 def parse(
@@ -338,8 +345,10 @@ def parse(
                     "profile YAML file"
                 )
             if sweep is None:
-                _check_profile(profile, f"{where}.profile")
-            for k in ("arch", "carveouts", "partition", "gpu_model", "twin"):
+                _check_profile(
+                    profile, f"{where}.profile", carveouts="carveouts" in raw["devices"][i]
+                )
+            for k in ("arch", "partition", "gpu_model", "twin"):
                 if k in raw["devices"][i]:
                     raise ConfigError(f"{where}.{k}: only for backend cuda, not sim")
         else:
@@ -425,7 +434,8 @@ def twin_device(gpu: DeviceEntry) -> DeviceEntry:
         backend="sim",
         profile=twin_profile_path(gpu.name),
         arch=None,
-        carveouts=(),
+        # followed where the twin's profile has a carveout block (the GPU's L1 per carveout)
+        carveouts=gpu.carveouts,
         partition=None,
         gpu_model=None,
         experiments=experiments,

@@ -41,6 +41,10 @@ def facts_from_profile(profile: Any) -> DeviceFacts:
     """What a driver would report of a simulated twin (a `sim.profile.DeviceProfile`)."""
     l2 = profile.caches.get("l2")
     shared = profile.shared.size_bytes if profile.shared is not None else None
+    optin = shared
+    carveout = getattr(profile, "carveout", None)
+    if carveout is not None:  # the driver reports the largest partition, and less per block
+        shared, optin = carveout.max_shared_bytes, carveout.max_shared_per_block_bytes
     return DeviceFacts(
         source="profile",
         name=profile.gpu,
@@ -49,7 +53,7 @@ def facts_from_profile(profile: Any) -> DeviceFacts:
         max_threads_per_sm=32 * profile.max_warps_per_sm,
         l2_bytes=(l2.reported_size_bytes or l2.size_bytes) if l2 is not None else None,
         shared_per_sm_bytes=shared,
-        shared_per_block_optin_bytes=shared,
+        shared_per_block_optin_bytes=optin,
         total_memory_bytes=profile.dram.size_bytes,
         sm_clock_mhz=float(profile.clocks.sm_mhz),
         memory_clock_mhz=float(profile.clocks.memory_mhz),

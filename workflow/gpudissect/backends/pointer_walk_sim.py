@@ -22,9 +22,10 @@ if TYPE_CHECKING:
 def run_pointer_walk(backend: SimBackend, work: PointerWalkWork, *, seed: int = 0) -> WalkResult:
     from ..sim.engine import SimGPU
 
-    gpu = SimGPU(backend.profile, seed=point_seed(backend.seed, seed))
-    if "cg" in backend.profile.paths:
-        for cache in backend.profile.path_caches("cg"):
+    profile = backend.profile_for(work.carveout_pct, work.shared_buffer_bytes)
+    gpu = SimGPU(profile, seed=point_seed(backend.seed, seed))
+    if "cg" in profile.paths:
+        for cache in profile.path_caches("cg"):
             gpu.fill(cache.name, work.offsets_bytes)
     latency = gpu.load_sequence("ca", work.offsets_bytes)
     return WalkResult(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -22,6 +23,7 @@ class SimBackend(Backend):
         self.profile = load_profile(self.profile_path)
         self.profile_hash = profile_sha256(self.profile_path)
         self.seed = seed
+        self._launch_profiles: dict[tuple[int | None, int], Any] = {}
 
     def device_info(self) -> dict[str, Any]:
         p = self.profile
@@ -56,7 +58,22 @@ class SimBackend(Backend):
 
     @property
     def supports_carveout(self) -> bool:
-        return False
+        return self.profile.carveout is not None
+
+    def profile_for(self, carveout_pct: int | None, shared_bytes: int):
+        """The profile of one launch: with a `carveout` block, its cache holds what the
+        kernel's shared partition leaves (sim/carveout.py); otherwise the profile as it is."""
+        c = self.profile.carveout
+        if c is None:
+            return self.profile
+        key = (carveout_pct, shared_bytes)
+        if key not in self._launch_profiles:
+            spec = self.profile.caches[c.cache]
+            data = c.l1_data_bytes(carveout_pct, shared_bytes)
+            data = None if data >= spec.lines * spec.line_bytes else data
+            caches = {**self.profile.caches, c.cache: replace(spec, data_bytes=data)}
+            self._launch_profiles[key] = replace(self.profile, caches=caches)
+        return self._launch_profiles[key]
 
     def has_path(self, path: str) -> bool:
         return path in self.profile.paths
@@ -72,7 +89,8 @@ class SimBackend(Backend):
         in physical memory (None: physical = virtual)."""
         from ..sim.engine import SimGPU
 
-        gpu = SimGPU(self.profile, seed=point_seed(self.seed, seed))
+        profile = self.profile_for(carveout_pct, work.shared_buffer_bytes)
+        gpu = SimGPU(profile, seed=point_seed(self.seed, seed))
         gpu.set_page_map(page_map)
         if work.chain is None:
             # sparse array: walk it here (the same walk the kernel makes) and time the loads

@@ -24,6 +24,7 @@ from ..exceptions import ProfileError
 from ..limits import check_profile_limits
 from .banks import SharedSpec
 from .cache import CacheSpec
+from .carveout import CarveoutSpec
 from .indexing import IndexSpec
 from .l2_slices import L2SliceSpec
 from .noise import NoiseSpec
@@ -76,6 +77,7 @@ class DeviceProfile:
     noise: NoiseSpec = field(default_factory=NoiseSpec)
     timing: TimingSpec = field(default_factory=TimingSpec)
     l2_slices: L2SliceSpec | None = None
+    carveout: CarveoutSpec | None = None
     citations: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
     source: str = ""
 
@@ -410,6 +412,16 @@ class _Checker:
             **values,
         )
 
+    def carveout(self, d: dict | None, caches: Mapping[str, CacheSpec]) -> CarveoutSpec | None:
+        """The ``carveout`` block: the shared partitions beside a cache present here."""
+        spec = self.block(CarveoutSpec, d, "carveout")
+        if spec is not None and spec.cache not in caches:
+            self.fail(
+                "carveout.cache",
+                f"{spec.cache!r} is not a cache of this profile; allowed: {', '.join(caches)}",
+            )
+        return spec
+
     def block(self, cls, d: dict | None, where: str):
         """A spec dataclass of another sim module (banks, outstanding, throughput), built from
         its block minus ``cite``."""
@@ -481,6 +493,7 @@ def load_profile(path: str | os.PathLike, *, schema_path: Path = PROFILE_SCHEMA)
         noise=NoiseSpec(**noise),
         timing=c.block(TimingSpec, doc.get("timing"), "timing") or TimingSpec(),
         l2_slices=c.l2_slices(doc.get("l2_slices"), caches, doc["sms"]),
+        carveout=c.carveout(doc.get("carveout"), caches),
         citations=_citations(doc),
         source=file,
     )

@@ -74,6 +74,7 @@ def compare_topologies(real: dict[str, Any], twin: dict[str, Any]) -> dict[str, 
             }
             row.update(_status(element, quantity, entry, mine, ran))
             rows.append(row)
+    rows += _by_carveout_rows(real, twin, ran)
     counts = {s: sum(r["status"] == s for r in rows) for s in STATUSES}
     return {
         "gpu": {
@@ -97,6 +98,42 @@ def compare_topologies(real: dict[str, Any], twin: dict[str, Any]) -> dict[str, 
             if r["status"] == "differ"
         ],
     }
+
+
+def _carveout_points(doc: dict[str, Any], element: str) -> dict[tuple, dict[str, Any]]:
+    entry = ((doc.get("elements") or {}).get(element) or {}).get("size_bytes") or {}
+    return {
+        (p.get("carveout_pct"), p.get("shared_buffer_bytes")): p
+        for p in entry.get("by_carveout") or ()
+    }
+
+
+def _by_carveout_rows(real: dict[str, Any], twin: dict[str, Any], ran: set[str]) -> list[dict]:
+    """One row per carveout and shared buffer at which the GPU's cache size was measured."""
+    rows = []
+    for element in sorted(real.get("elements") or {}):
+        theirs = _carveout_points(twin, element)
+        for (pct, buffer), point in sorted(_carveout_points(real, element).items(), key=str):
+            mine = theirs.get((pct, buffer)) or {}
+            row = {
+                "element": element,
+                "quantity": f"size_bytes at carveout {pct}% beside {buffer} B of shared memory",
+                "gpu": point.get("value"),
+                "twin": mine.get("value"),
+                "unit": "bytes",
+                "gpu_experiment": point.get("experiment"),
+                "twin_experiment": mine.get("experiment"),
+            }
+            if theirs or point.get("value") is None:
+                row.update(_status(element, "size_bytes", point, mine, ran))
+            else:  # the twin's L1 keeps one size: its profile has no carveout block
+                row.update(
+                    {"status": "differ", "why": NO_MECHANISM + "; the twin ran no carveouts"}
+                    if point.get("experiment") in ran
+                    else _status(element, "size_bytes", point, mine, ran)
+                )
+            rows.append(row)
+    return rows
 
 
 def _status(element, quantity, entry, mine, ran) -> dict[str, str]:

@@ -24,6 +24,7 @@ from .blocks import (
     timing_block,
     tlbs_block,
 )
+from .carveout import carveout_block
 from .reading import TopologyReader, round_int
 
 L1_LEVEL = ("l1d", "texture", "readonly")
@@ -411,6 +412,11 @@ def twin_profile(topology: dict[str, Any], *, name: str, base: str | None = None
             profile[key] = block
         else:
             b.assume(key, f"no {key} block: the run did not determine what it needs")
+    carveout, why = carveout_block(b)
+    if carveout is not None and "l1d" in profile["caches"]:
+        profile["carveout"] = carveout
+    else:
+        b.assume("carveout", f"no carveout block: {why or 'the twin has no L1'}")
     slices = profile.get("l2_slices") or {}
     if any(slices.get("slice_cycles") or ()) and near_group_base(b) is not None:
         # the slow near hits come from their slices: the cache's own hit is the fast group's
