@@ -410,7 +410,7 @@ TOPOLOGY_EXPERIMENTS = (
     "bank_conflicts",
     "timing_overhead",
 )
-STRUCTURE_EXPERIMENTS = ("l1_sets", "l2_slices", "tlbs", "tlb_mappings")
+STRUCTURE_EXPERIMENTS = ("l1_sets", "l2_slices", "tlbs", "tlb_mappings", "l1_size")
 TWIN_EXPERIMENTS = TOPOLOGY_EXPERIMENTS + STRUCTURE_EXPERIMENTS
 TWIN_SUFFIX = "_twin"
 
