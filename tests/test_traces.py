@@ -239,3 +239,32 @@ def test_values_no_sweep_writes_are_refused_naming_file_and_column(tmp_path, col
         read_trace(out)
     assert str(out) in str(exc.value) and repr(column) in str(exc.value)
     assert str(value) in str(exc.value)
+
+
+def test_growing_integer_columns_are_delta_encoded_and_read_back_exactly(tmp_path):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from gpudissect.traces import delta_columns, write_table
+
+    rng = np.random.default_rng(0)
+    n = 200_000
+    table = pa.table(
+        {
+            # a walk's addresses: one stride apart, as a TLB walk records them
+            "address_bytes": pa.array(np.arange(n, dtype=np.int64) * 33554432),
+            # latencies of three levels in random order: their differences take more bits
+            # than the few values themselves
+            "latency_cycles": pa.array(rng.choice([32, 290, 700], n).astype(np.uint32)),
+        }
+    )
+    assert delta_columns(table) == ["address_bytes"]
+    write_table(table, tmp_path / "t.parquet")
+    pq.write_table(table, tmp_path / "plain.parquet", compression="zstd", use_dictionary=False)
+    assert pq.read_table(tmp_path / "t.parquet").equals(table)
+    meta = pq.ParquetFile(tmp_path / "t.parquet").metadata.row_group(0)
+    encodings = {meta.column(i).path_in_schema: meta.column(i).encodings for i in range(2)}
+    assert "DELTA_BINARY_PACKED" in encodings["address_bytes"]
+    assert "DELTA_BINARY_PACKED" not in encodings["latency_cycles"]
+    sizes = [(tmp_path / f).stat().st_size for f in ("t.parquet", "plain.parquet")]
+    assert sizes[0] < sizes[1]

@@ -97,17 +97,54 @@ def write_trace(
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
     try:
-        # Dictionary encoding pays off only for repeated values (labels); on numeric columns,
-        # such as the per-thread times of a request sweep, it costs time and no space.
-        labels = [f.name for f in table.schema if not _numeric(f.type)]
-        # page checksums (CRC32 of every data page) let a reader tell a damaged page from data
-        pq.write_table(
-            table, tmp, compression="zstd", use_dictionary=labels, write_page_checksum=True
-        )
+        write_table(table, tmp)
         os.replace(tmp, path)
     finally:
         tmp.unlink(missing_ok=True)
     return path
+
+
+ENCODING_SAMPLE_ROWS = 65536
+
+
+def _encoded_bytes(column: pa.Table, delta: bool) -> int:
+    sink = pa.BufferOutputStream()
+    name = column.schema.names[0]
+    kw = {"column_encoding": {name: "DELTA_BINARY_PACKED"}} if delta else {}
+    pq.write_table(column, sink, compression="zstd", use_dictionary=False, **kw)
+    return sink.tell()
+
+
+def delta_columns(table: pa.Table) -> list[str]:
+    """The integer columns that delta encoding writes smaller than plain encoding, judged on
+    the first `ENCODING_SAMPLE_ROWS` rows: steps, addresses and array sizes that grow along a
+    walk shrink to their differences (a trace of TLB walks to a quarter of its plain size)."""
+    sample = table.slice(0, ENCODING_SAMPLE_ROWS)
+    return [
+        f.name
+        for f in table.schema
+        if pa.types.is_integer(f.type)
+        and _encoded_bytes(sample.select([f.name]), True)
+        < _encoded_bytes(sample.select([f.name]), False)
+    ]
+
+
+def write_table(table: pa.Table, path: str | os.PathLike) -> None:
+    """Write a trace's table as Parquet: zstd, labels dictionary-encoded, integer columns delta-
+    encoded where that is smaller, every data page with its checksum."""
+    # Dictionary encoding pays off only for repeated values (labels); on numeric columns,
+    # such as the per-thread times of a request sweep, it costs time and no space.
+    labels = [f.name for f in table.schema if not _numeric(f.type)]
+    deltas = delta_columns(table)
+    # page checksums (CRC32 of every data page) let a reader tell a damaged page from data
+    pq.write_table(
+        table,
+        path,
+        compression="zstd",
+        use_dictionary=labels,
+        column_encoding={name: "DELTA_BINARY_PACKED" for name in deltas} or None,
+        write_page_checksum=True,
+    )
 
 
 def read_trace(path: str | os.PathLike, *, schema: pa.Schema | None = None) -> Trace:
