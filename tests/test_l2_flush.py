@@ -35,6 +35,8 @@ def test_gap_growing_to_768k_then_flat_gives_768k():
     # every KiB up to 768 saves 4 ns; beyond, nothing more (the paper's M2070 shape)
     doc = analyse(synthetic(lambda s: 4e-6 * min(s, 768 * KIB) / KIB), provenance={"device": "x"})
     assert doc["elements"]["l2"]["size_bytes"]["value"] == 768 * KIB
+    # the next size swept (832 KiB) already lies past the L2: the size is in [768, 832) KiB
+    assert doc["elements"]["l2"]["size_bytes"]["resolution_bytes"] == 64 * KIB
 
 
 def test_gap_falling_after_the_l2_still_gives_its_end():

@@ -88,6 +88,35 @@ def test_readings_within_three_percent_agree_and_farther_ones_do_not(tmp_path):
     assert agree == {"caches": False, "l1_size": True}
 
 
+def test_sizes_whose_resolution_intervals_overlap_agree_and_disjoint_ones_do_not(tmp_path):
+    # the footprint sweep brackets the L2 in [2, 2.5) MiB; a flushed copy reading 2.125 MiB
+    # with a 64 KiB step lies inside it, one reading 2.625 MiB does not (both 6% and more
+    # from 2 MiB: the relative rule alone would call both disagreements)
+    l2 = _doc(
+        tmp_path, "l2", {"l2": {"size_bytes": _q(2 << 20) | {"bracket_bytes": [2 << 20, 5 << 19]}}}
+    )
+    for value, agrees, by in (
+        (17 << 17, True, "resolution"),
+        (21 << 17, False, "beyond resolution"),
+    ):
+        flush = _doc(
+            tmp_path,
+            "l2_flush",
+            {"l2": {"size_bytes": _q(value, method="f") | {"resolution_bytes": 1 << 16}}},
+        )
+        (other,) = build_topology("d", [l2, flush], REGISTRY)["elements"]["l2"]["size_bytes"][
+            "other_readings"
+        ]
+        assert (other["value"], other["agrees"], other["agrees_by"]) == (value, agrees, by)
+        assert other["resolution_bytes"] == 1 << 16
+    # without a resolution on one side the relative rule decides
+    flush = _doc(tmp_path, "l2_flush", {"l2": {"size_bytes": _q(17 << 17, method="f")}})
+    (other,) = build_topology("d", [l2, flush], REGISTRY)["elements"]["l2"]["size_bytes"][
+        "other_readings"
+    ]
+    assert (other["agrees"], other["agrees_by"]) == (False, "beyond 3%")
+
+
 def test_an_undetermined_first_choice_gives_way_to_a_determined_reading(tmp_path):
     l2 = _doc(tmp_path, "l2", {"l2": {"size_bytes": {"value": None, "undetermined": "why"}}})
     flush = _doc(tmp_path, "l2_flush", {"l2": {"size_bytes": _q(1 << 20)}})

@@ -110,6 +110,10 @@ def analyse(
                 f"{int(x[peak])} bytes; sweep step {step} bytes"
             ),
         )
+        # the next size swept is past the L2: the size is in [at, that size)
+        after_at = x[x > at]
+        if after_at.size:
+            size["resolution_bytes"] = int(after_at[0]) - at
     return doc_base | {"elements": {"l2": {"size_bytes": size}}}
 
 

@@ -8,7 +8,9 @@ The rule (config/README.md, "The topology document"):
 2. The value is the first determined reading of that ranking; if none is determined, the
    quantity is undetermined with the first reading's reason.
 3. Every other reading is named under `other_readings`, with whether it agrees (equal, or for
-   numbers within `AGREE_REL` of the value). A disagreeing number that lies within `MATCH_REL`
+   numbers within `AGREE_REL` of the value, or, where both readings carry the interval their
+   sweep's resolution leaves (`bracket_bytes`, or `resolution_bytes` above the value), intervals
+   that overlap: `agrees_by` names which). A disagreeing number that lies within `MATCH_REL`
    of another quantity of the same element and unit is marked as a reading of that quantity
    (the L2 path's first miss of a partitioned L2 is the near partition's footprint, a quantity
    of its own: `l2.near_size_bytes`).
@@ -65,6 +67,32 @@ def agrees(a: Any, b: Any, rel: float = AGREE_REL) -> bool:
     return a == b
 
 
+def interval(entry: dict[str, Any]) -> tuple[float, float] | None:
+    """[low, high) that a size's sweep resolution leaves for it, when the reading records it."""
+    bracket = entry.get("bracket_bytes")
+    if isinstance(bracket, list | tuple) and len(bracket) == 2 and all(map(_numeric, bracket)):
+        return float(bracket[0]), float(bracket[1])
+    res, value = entry.get("resolution_bytes"), entry.get("value")
+    if _numeric(res) and _numeric(value) and res > 0:
+        return float(value), float(value + res)
+    return None
+
+
+def agreement(r: dict[str, Any], chosen: dict[str, Any]) -> tuple[bool, str]:
+    """Whether two readings agree, and by what: equal, within `AGREE_REL`, or within the
+    resolution of both sweeps (their intervals overlap)."""
+    a, b = r.get("value"), chosen.get("value")
+    if a == b:
+        return True, "equal"
+    if agrees(a, b):
+        return True, f"within {AGREE_REL:.0%}"
+    ia, ib = interval(r), interval(chosen)
+    if ia and ib:
+        overlap = max(ia[0], ib[0]) < min(ia[1], ib[1])
+        return overlap, "resolution" if overlap else "beyond resolution"
+    return False, f"beyond {AGREE_REL:.0%}"
+
+
 def _source(r: Reading) -> dict[str, Any]:
     out: dict[str, Any] = {"experiment": r.experiment, "analysis": r.analysis, "source": r.pointer}
     if r.carveout_pct is not None:
@@ -83,13 +111,16 @@ def _other(r: Reading, chosen: Reading | None, siblings: dict[str, Any]) -> dict
             out["undetermined"] = r.entry.get("undetermined", "")
         return out
     out["confidence"] = r.entry.get("confidence")
+    for key in ("bracket_bytes", "resolution_bytes"):
+        if r.entry.get(key) is not None:
+            out[key] = r.entry[key]
     if chosen is None or not chosen.determined:
         return out
     if chosen.carveout_pct != r.carveout_pct:
         out["agrees"] = None
         out["note"] = "measured at another carveout; not compared"
         return out
-    out["agrees"] = agrees(r.value, chosen.value)
+    out["agrees"], out["agrees_by"] = agreement(r.entry, chosen.entry)
     if not out["agrees"] and _numeric(r.value):
         for name, entry in siblings.items():
             if (
