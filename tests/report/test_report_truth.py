@@ -3,7 +3,9 @@ wherever its numbers stand, the state words (measured / undetermined / not appli
 measured) match the documents, no template text leaks, and a legend names only marks its table
 uses. Checked over every document and the rendered report (Markdown and LaTeX) of a small
 default-style run: the papers' Fermi and Kepler twins, on the load paths where the Fermi twin
-lacks the read-only path and the Kepler twin's `ca` path has no L1."""
+lacks the read-only path and the Kepler twin's `ca` path has no L1, and the Kepler twin's bank
+model. `run_defects` applies the same checks to a whole run's results folder (the default run of
+tests/test_artifact_bundle.py)."""
 
 import json
 import re
@@ -13,9 +15,10 @@ import pytest
 
 from gpudissect.config import load
 from gpudissect.families import FAMILIES, family
-from gpudissect.report.build import DeviceData
+from gpudissect.report.build import DeviceData, load_device
 from gpudissect.report.render import render_report
 from gpudissect.report.studies import STUDIES
+from gpudissect.report.topology_table import _fmt
 from gpudissect.sweep import run_experiment
 from gpudissect.topology import build_topology, validate_topology
 from gpudissect.traces import read_trace
@@ -46,7 +49,7 @@ report:
   title: report truth
 """
 
-RUNS = {"gtx560ti": ("l1_size",), "gtx780": ("cache_stage1",)}
+RUNS = {"gtx560ti": ("l1_size",), "gtx780": ("cache_stage1", "bank_conflicts")}
 TEMPLATE = re.compile(r"\bNone\b|\bnan\b|\bNaN\b|<device>|\$<\$device\$>\$")
 UNFILLED = re.compile(r"\{[a-z_]+\}")  # a format field left in the Markdown
 SIM_HEADING = re.compile(r"twin \(simulated")
@@ -125,7 +128,111 @@ def report_defects(md: str, tex: str, devices: list[DeviceData]) -> list[str]:
             if "(driver" not in _table_above(lines, n - 1).replace("(driver ...)", ""):
                 found.append(f"md:{n}: legend for '(driver ...)' on a table without it")
     found += _state_defects(md, devices)
+    found += _reading_defects(md, devices)
+    found += _fit_defects(md)
     return found
+
+
+def _disagreements(topology: dict) -> list[tuple[str, dict, dict]]:
+    """(element.quantity, chosen entry, other reading) for every reading the topology's
+    reconciliation finds in disagreement with the value it chose, not explained as another
+    quantity's reading."""
+    out = []
+    for element, qs in ((topology or {}).get("elements") or {}).items():
+        for name, entry in (qs or {}).items():
+            if not isinstance(entry, dict) or entry.get("value") is None:
+                continue
+            for other in entry.get("other_readings") or []:
+                if other.get("agrees") is False and not other.get("note"):
+                    out.append((f"{element}.{name}", entry, other))
+    return out
+
+
+def _reading_defects(md: str, devices: list[DeviceData]) -> list[str]:
+    """Issue 34 (b): a quantity two methods read in disagreement is flagged in the device's
+    summary with both values and both methods; nothing that agrees is flagged."""
+    found = []
+    for d in devices:
+        part = _summary_part(md, d.name)
+        flags = [line for line in part.splitlines() if line.startswith("- **disagree**")]
+        for key, entry, other in _disagreements(d.topology):
+            quantity = key.split(".", 1)[1]
+            values = [_fmt(quantity, e["value"]) for e in (entry, other)]
+            named = [
+                line
+                for line in flags
+                if f"`{key}`" in line
+                and all(
+                    f"{v} ({e['experiment']}" in line
+                    for v, e in zip(values, (entry, other), strict=True)
+                )
+            ]
+            if not named:
+                found.append(
+                    f"{d.name}: {key} read {values[0]} by {entry['experiment']} and {values[1]} "
+                    f"by {other['experiment']} (they disagree) without a flag"
+                )
+        keys = {key for key, _, _ in _disagreements(d.topology)}
+        for line in flags:
+            m = re.search(r"`([a-z0-9_]+\.[a-z0-9_]+)`", line)
+            if m and m[1] not in keys:
+                found.append(f"{d.name}: flagged though the readings agree: {line[:120]}")
+    return found
+
+
+REJECTED = re.compile(r"undetermined: the linear law misses \d+ of \d+|not constant on this device")
+FIT = re.compile(r"latency = (?P<base>-?[\d.]+) .*R\^2 = ")
+NO_CONFLICT = re.compile(r"^\| latency without conflict \(cycles\) \| (?P<v>-?[\d.]+) \|")
+
+
+def _fit_defects(md: str) -> list[str]:
+    """Issue 34 (c): a fit stands with its own acceptance verdict, never beside a contrary one:
+    a fitted law in a section that finds the law failing reads **rejected**; one whose intercept
+    is not the measured no-conflict latency (beyond the law's 5%) is not **accepted**."""
+    found = []
+    sections = re.split(r"\n(?=#)", md)
+    for section in sections:
+        heading = section.splitlines()[0][:80] if section else ""
+        fits = [line for line in section.splitlines() if FIT.search(line)]
+        if not fits:
+            continue
+        rejected = bool(REJECTED.search(section))
+        no_conflict = next(
+            (float(m["v"]) for line in section.splitlines() if (m := NO_CONFLICT.match(line))),
+            None,
+        )
+        for line in fits:
+            base = float(FIT.search(line)["base"])
+            off = no_conflict is not None and abs(base - no_conflict) > 0.05 * abs(no_conflict)
+            if (rejected or off) and "**rejected**" not in line:
+                why = (
+                    "the section finds the law failing"
+                    if rejected
+                    else (f"intercept {base:g} against the measured {no_conflict:g} cycles")
+                )
+                found.append(f"{heading}: a fit shown without its rejection ({why})")
+            if "**accepted**" in line and (rejected or off):
+                found.append(f"{heading}: a fit marked accepted beside a contrary verdict")
+            if "**rejected**" not in line and "**accepted**" not in line:
+                found.append(f"{heading}: a fit shown with no acceptance verdict")
+    return found
+
+
+def run_defects(results: Path) -> list[str]:
+    """Every defect over a pipeline run's results folder: each device's documents, topology
+    and the rendered report (Markdown and LaTeX)."""
+    report = results / "report" / "report.md"
+    names = sorted(p.name for p in (results / "analysis").iterdir() if p.is_dir())
+    devices = [
+        load_device(
+            n,
+            analysis_dir=results / "analysis",
+            figures_dir=results / "figures",
+            topology=results / "topology" / f"{n}.json",
+        )
+        for n in names
+    ]
+    return report_defects(report.read_text(), report.with_suffix(".tex").read_text(), devices)
 
 
 def _last_heading(lines: list[str], n: int) -> list[str]:
@@ -240,3 +347,72 @@ def test_the_checker_catches_each_defect(run):
     assert any("shown undetermined" in f for f in report_defects(bad, run["tex"], devices))
     bad = md + "\n### gtx780: GeForce GTX 780 twin (simulated)\n\n| quantity | measured |\n"
     assert any("reads 'measured'" in f for f in report_defects(bad, run["tex"], devices))
+
+
+def _with_disagreement(devices: list[DeviceData]) -> tuple[list[DeviceData], str, str]:
+    """The devices with a second reading, twice the value, of the first numeric quantity a
+    topology holds: a disagreement beyond any resolution. Returns them, the device and the
+    `element.quantity`."""
+    for i, d in enumerate(devices):
+        topo = json.loads(json.dumps(d.topology))
+        for element, qs in topo["elements"].items():
+            for name, entry in qs.items():
+                v = entry.get("value") if isinstance(entry, dict) else None
+                if isinstance(v, int | float) and not isinstance(v, bool) and v > 0:
+                    other = {"experiment": "caches", "value": 2 * v, "unit": entry.get("unit")}
+                    entry["other_readings"] = [other | {"agrees": False, "agrees_by": "beyond 3%"}]
+                    changed = DeviceData(d.name, d.docs, topology=topo, run_name=d.name)
+                    return [*devices[:i], changed, *devices[i + 1 :]], d.name, f"{element}.{name}"
+    raise AssertionError("no topology of the run holds a number")
+
+
+def test_an_unflagged_disagreement_is_caught_and_the_report_flags_it(run, tmp_path):
+    md, tex, devices = run["md"], run["tex"], run["devices"]
+    changed, name, key = _with_disagreement(devices)
+    # the report rendered without the second reading does not flag it
+    assert any(
+        f"{key} read" in f and "without a flag" in f for f in report_defects(md, tex, changed)
+    )
+    # the report rendered with it flags it with both values
+    out = tmp_path / "report.md"
+    render_report(changed, title="report truth", out=out, studies=list(STUDIES.values()))
+    flagged = out.read_text()
+    assert f"**disagree**: `{key}`" in flagged
+    assert report_defects(flagged, out.with_suffix(".tex").read_text(), changed) == []
+    # a flag on readings that agree is a defect too
+    part = _summary_part(md, name)
+    bad = md.replace(part, part + f"\n- **disagree**: `{key}`: 1 KiB (a) and 2 KiB (b)\n")
+    assert any("flagged though the readings agree" in f for f in report_defects(bad, tex, devices))
+
+
+# the GTX 980 twin's bank section as it read before its fit carried a verdict (issue 34)
+BANKS_AS_SEEN = "\n".join(
+    (
+        "",
+        "### Shared-memory banks: strided access (TPDS Sec. 6.2, NPC Sec. 3.1)",
+        "",
+        "| quantity | measured | paper | source |",
+        "| --- | --- | --- | --- |",
+        "| latency without conflict (cycles) | 47.00 | 47 | |",
+        "| cycles per extra way (fit) | undetermined: the linear law misses 211 of 258 points "
+        "by more than 5% | — | |",
+        "",
+        "Model: latency = 57.5 (95% CI [56.9, 58.1]) + 14.2 (95% CI [13.9, 14.5]) x "
+        "(degree - 1), R^2 = 0.9790 over 258 points; the degree of each stride comes from 32 "
+        "banks of 4 bytes, chosen by BIC among:",
+        "",
+    )
+)
+
+
+def test_a_fit_beside_a_contrary_verdict_is_caught(run):
+    md, tex, devices = run["md"], run["tex"], run["devices"]
+    assert "Linear fit, **" in md  # the run's own bank section states its fit's verdict
+    found = report_defects(md + BANKS_AS_SEEN, tex, devices)
+    assert any("a fit shown without its rejection" in f for f in found)
+    # its intercept alone is reason enough: 57.5 cycles is not the measured 47
+    accepted = BANKS_AS_SEEN.replace("undetermined: the linear law misses 211 of 258 points", "2")
+    accepted = accepted.replace("Model: latency", "Linear fit, **accepted**: latency")
+    found = report_defects(md + accepted, tex, devices)
+    assert any("intercept 57.5 against the measured 47" in f for f in found)
+    assert any("marked accepted beside a contrary verdict" in f for f in found)

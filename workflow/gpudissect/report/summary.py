@@ -9,6 +9,7 @@ from typing import Any
 from .compare import Quantity, confidence, fmt, lookup, paper_value, verdict
 from .labels import column_label, device_label, simulated
 from .model import Block, Bullets, Heading, Paragraph, Table
+from .readings import readings_part
 
 
 @dataclass(frozen=True)
@@ -235,6 +236,7 @@ def device_summary(
     blocks: list[Block] = [Heading(2, device_label(name, docs, topology))]
     if topology:
         blocks += topology_table(topology, name)
+        blocks += readings_part(topology)
     rows = []
     for h, q in headline_rows(docs):
         paper_cell, mark = _verdict_cell(h, q, docs.get(h.experiment))
