@@ -131,6 +131,42 @@ def test_a_stride_off_the_model_is_reported():
     assert doc["model"]["selected"] == {"banks": 32, "bank_width_bytes": 4}
 
 
+def test_a_linear_law_is_accepted_with_its_verdict():
+    doc = analyse(_trace(_fermi, modes=[4], base=40.0, slope=10.0), provenance=PROV)
+    assert doc["model"]["linear_law"] == {
+        "accepted": True,
+        "misses": 0,
+        "points": 129,
+        "reasons": [],
+    }
+
+
+def test_a_law_that_misses_most_points_is_rejected_with_its_reasons():
+    # latency 47 cycles without conflict, 82 at two ways, then a cost per way that grows with
+    # the degree (convex, as the Kepler twins' Table VIII): the four 32-way strides at 978
+    # cycles pull the least-squares line steep, so it runs below 47 at degree 1 and above 82
+    # at degree 2, and misses the 64 odd strides (degree 1) and the 32 two-way ones by far
+    # more than 5%
+    def latency_of(s, mode):
+        d = _fermi(s, mode)
+        return 47.0 if d == 1 else 82.0 + 14.0 * (math.log2(d) - 1) * d / 2
+
+    rows = []
+    for s in range(0, 129):
+        for r in range(5):
+            rows.append((4, 4, s, 64, r, round(64 * latency_of(s, 4)), 1000.0))
+    cols = ["bank_mode_bytes", "element_bytes", "stride_elements", "loads", "repetition"]
+    data = pd.DataFrame(rows, columns=[*cols, "elapsed_cycles", "sm_clock_mhz"])
+    doc = analyse(data, provenance=PROV)
+    law = doc["model"]["linear_law"]
+    misses = sum(m["linear_law_misses"] for m in doc["misses"])
+    assert law["accepted"] is False and law["misses"] == misses >= 64 + 32
+    assert law["reasons"][0] == f"the linear law misses {misses} of 129 points by more than 5%"
+    assert doc["elements"]["shared"]["hit_latency_cycles"]["value"] == pytest.approx(47.0)
+    assert doc["model"]["base_cycles"] < 0.95 * 47
+    assert law["reasons"][1].endswith("is not the measured no-conflict latency 47 cycles")
+
+
 def test_bic_prefers_the_true_hypothesis_over_every_other():
     points = point_latencies(_trace(_fermi, modes=[4], base=50.0, slope=37.0, seed=3))
     fit = BankModelFit().fit(points)

@@ -178,7 +178,7 @@ def misses(points: pd.DataFrame, best: Hypothesis, table: pd.DataFrame) -> list[
     for i, r in enumerate(points.itertuples()):
         nearest = int(levels[np.argmin(np.abs(np.array([medians[d] for d in levels]) - y[i]))])
         degree_miss = nearest != deg[i]
-        law_miss = abs(resid[i]) > max(0.05 * linear[i], 3 * noise_sd, 1.0)
+        law_miss = abs(resid[i]) > max(LAW_TOLERANCE * linear[i], 3 * noise_sd, 1.0)
         if degree_miss or law_miss:
             out.append(
                 {
@@ -194,6 +194,34 @@ def misses(points: pd.DataFrame, best: Hypothesis, table: pd.DataFrame) -> list[
                 }
             )
     return out
+
+
+# the linear latency law holds where it misses (by more than LAW_TOLERANCE) no more than this
+# share of the points
+LAW_TOLERANCE = 0.05
+LAW_MISS_SHARE = 0.1
+
+
+def linear_law(model: dict[str, Any], missed: list[dict[str, Any]], hit: float | None) -> dict:
+    """The linear fit's own acceptance as the latency law: it misses no more than
+    `LAW_MISS_SHARE` of the points, and its intercept is the measured no-conflict latency `hit`
+    (the intercept's 95% CI holds it, or it lies within `LAW_TOLERANCE` of it). The report and
+    the figures state the fit with this verdict."""
+    n, points = sum(bool(x["linear_law_misses"]) for x in missed), model["points"]
+    reasons = []
+    if n > LAW_MISS_SHARE * points:
+        reasons.append(
+            f"the linear law misses {n} of {points} points by more than {LAW_TOLERANCE:.0%}"
+        )
+    base, (lo, hi) = model["base_cycles"], model["base_ci95_cycles"]
+    off = hit is not None and abs(base - hit) > LAW_TOLERANCE * abs(hit)
+    if off and not (lo is not None and hi is not None and lo <= hit <= hi):
+        ci = "" if lo is None or hi is None else f" (95% CI [{lo:g}, {hi:g}])"
+        reasons.append(
+            f"its intercept {base:g} cycles{ci} is not the measured no-conflict latency "
+            f"{hit:g} cycles"
+        )
+    return {"accepted": not reasons, "misses": n, "points": points, "reasons": reasons}
 
 
 def _fmt_ci(ci: tuple[float, float]) -> list[float | None]:
@@ -302,6 +330,8 @@ def analyse(
             for h in fit.hypotheses
         ],
     }
+    hit = shared["hit_latency_cycles"].get("value")
+    doc["model"]["linear_law"] = linear_law(doc["model"], missed, hit)
     doc["per_mode"] = _per_mode(points)
     doc["degree_latency"] = [
         {

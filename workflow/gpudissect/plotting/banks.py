@@ -22,9 +22,18 @@ def empty_figure(title: str, reason: str):
     return fig, ax
 
 
-def plot_stride_latency(points: pd.DataFrame, *, base: float, slope: float, title: str):
+def _fit_label(law: dict | None) -> str:
+    """The linear fit's name in a legend: "model", or "rejected linear fit" where the analysis
+    rejected it as the latency law (`model.linear_law`)."""
+    return "rejected linear fit" if law and not law.get("accepted") else "model"
+
+
+def plot_stride_latency(
+    points: pd.DataFrame, *, base: float, slope: float, title: str, law: dict | None = None
+):
     """Mean latency per load against stride, a line per bank mode (and element size); the
-    fitted model's prediction ``base + slope (degree - 1)`` dashed.
+    fitted model's prediction ``base + slope (degree - 1)`` dashed (named a rejected fit where
+    the analysis's verdict `law` rejects it).
 
     `points`: columns bank_mode_bytes, element_bytes, stride_elements, latency_cycles, degree.
     """
@@ -57,7 +66,7 @@ def plot_stride_latency(points: pd.DataFrame, *, base: float, slope: float, titl
             lw=1,
             color=palette[name],
             alpha=0.7,
-            label=f"{name} (model)",
+            label=f"{name} ({_fit_label(law)})",
         )
     ax.set_yscale("log")
     # plain numbers: a short log axis' default labels read "3x10^1"
@@ -69,8 +78,11 @@ def plot_stride_latency(points: pd.DataFrame, *, base: float, slope: float, titl
     return fig, ax
 
 
-def plot_degree_latency(points: pd.DataFrame, *, base: float, slope: float, title: str):
-    """Latency against the model's conflict degree (Table VIII), every point and the line."""
+def plot_degree_latency(
+    points: pd.DataFrame, *, base: float, slope: float, title: str, law: dict | None = None
+):
+    """Latency against the model's conflict degree (Table VIII), every point and the fitted
+    line: dashed black, or dotted grey and named rejected where the verdict `law` rejects it."""
     set_theme()
     fig, ax = plt.subplots(figsize=(5.5, 3.8), layout="constrained")
     # each mode beside the other (not on top of it: the 4-byte points used to hide under the
@@ -94,13 +106,14 @@ def plot_degree_latency(points: pd.DataFrame, *, base: float, slope: float, titl
             label=f"{mode}",
         )
     d = np.array(sorted(points["degree"].unique()))
+    rejected = bool(law) and not law.get("accepted")
     ax.plot(
         d,
         base + slope * (d - 1),
-        ls="--",
-        color="k",
+        ls=":" if rejected else "--",
+        color="0.5" if rejected else "k",
         lw=1,
-        label=f"{base:.1f} + {slope:.2f} (d - 1)",
+        label=f"{base:.1f} + {slope:.2f} (d - 1)" + (", rejected" if rejected else ""),
     )
     ax.set_xscale("log", base=2)
     ax.set_xticks(d, [str(int(v)) for v in d])
@@ -127,11 +140,13 @@ def plot_bank_conflicts(data: pd.DataFrame, doc: dict) -> dict:
         base=m["base_cycles"],
         slope=m["slope_cycles"],
         title=f"{device}: shared latency vs stride (model {label})",
+        law=m.get("linear_law"),
     )
     degree, _ = plot_degree_latency(
         points,
         base=m["base_cycles"],
         slope=m["slope_cycles"],
         title=f"{device}: latency vs conflict degree",
+        law=m.get("linear_law"),
     )
     return {"bank_conflicts_stride": stride, "bank_conflicts_degree": degree}

@@ -8,11 +8,10 @@ from typing import Any
 
 from gpudissect import yamlio
 
+from ..analysis.bank_model import LAW_MISS_SHARE, linear_law
 from ..datafiles import paper_file
 
 PAPER_FILE = paper_file("tpds_banks_throughput.yaml")
-# the share of points the linear latency law may miss (by more than 5%) and still hold
-LAW_MISS_SHARE = 0.1
 
 
 @cache
@@ -37,29 +36,17 @@ def _v(q: dict[str, Any] | None, fmt: str = "{}") -> str:
     return fmt.format(q["value"])
 
 
-def _fit_verdict(m: dict[str, Any], law_misses: int, hit: dict[str, Any] | None) -> str:
-    """The linear fit's own acceptance: the law holds within 5% at all but `LAW_MISS_SHARE` of
-    the points, and its intercept is the measured no-conflict latency (its 95% CI holds it, or
-    it lies within the law's 5%)."""
-    why = []
-    if law_misses > LAW_MISS_SHARE * m["points"]:
-        why.append(f"it misses {law_misses} of {m['points']} points by more than 5%")
-    lo, hi = m.get("base_ci95_cycles") or (None, None)
-    measured = (hit or {}).get("value")
-    off = measured is not None and abs(m["base_cycles"] - measured) > 0.05 * abs(measured)
-    if off and lo is not None and hi is not None and not lo <= measured <= hi:
-        why.append(
-            f"its intercept {m['base_cycles']:g} cycles (95% CI [{lo:g}, {hi:g}]) is not the "
-            f"measured no-conflict latency {measured:g} cycles"
-        )
-    if not why:
-        where = f"all but {law_misses} of" if law_misses else "every one of"
+def _fit_verdict(law: dict[str, Any]) -> str:
+    """The linear fit's verdict as the analysis decided it (`model.linear_law`)."""
+    if law["accepted"]:
+        where = f"all but {law['misses']} of" if law["misses"] else "every one of"
         return (
-            f"**accepted** as the latency law (it holds within 5% at {where} {m['points']} points)"
+            f"**accepted** as the latency law (it holds within 5% at {where} {law['points']} "
+            "points and its intercept is the measured no-conflict latency)"
         )
     return (
         "**rejected** as the latency law ("
-        + "; ".join(why)
+        + "; ".join(law["reasons"])
         + "): it serves only to rank the bank hypotheses below, whose degrees the degree "
         "model checks on its own"
     )
@@ -76,13 +63,15 @@ def bank_conflicts_section(doc: dict[str, Any], figures: list[str]) -> list[str]
         return lines + [f"- {_v(shared.get('banks'))}", ""]
     m = doc["model"]
     law = [x for x in doc.get("misses", []) if x["linear_law_misses"]]
-    held = len(law) <= LAW_MISS_SHARE * m["points"]
-    # a slope the linear law does not hold for is no cost per way: say so in its cell
+    verdict = m.get("linear_law") or linear_law(
+        m, doc.get("misses", []), (shared.get("hit_latency_cycles") or {}).get("value")
+    )
+    held = verdict["accepted"]
+    # a slope of a law the fit does not hold is no cost per way: say so in its cell
     slope_cell = (
         _v(shared["conflict_latency_cycles"], "{:.2f}")
         if held
-        else f"undetermined: the linear law misses {len(law)} of {m['points']} points by more "
-        "than 5%"
+        else "undetermined: " + "; ".join(verdict["reasons"])
     )
     paper = paper_values(doc, "banks") or {}
     cite = paper.get("cite", {})
@@ -99,7 +88,7 @@ def bank_conflicts_section(doc: dict[str, Any], figures: list[str]) -> list[str]
         f"{cite.get('latency_no_conflict_cycles', '')} |",
         f"| cycles per extra way (fit) | {slope_cell} | — | |",
         "",
-        f"Linear fit, {_fit_verdict(m, len(law), shared.get('hit_latency_cycles'))}: latency = "
+        f"Linear fit, {_fit_verdict(verdict)}: latency = "
         f"{m['base_cycles']:g} (95% CI {m['base_ci95_cycles']}) + "
         f"{m['slope_cycles']:g} (95% CI {m['slope_ci95_cycles']}) x (degree - 1), "
         f"R^2 = {m['r2']:.4f} over {m['points']} points; the degree of each stride comes from "
@@ -116,7 +105,7 @@ def bank_conflicts_section(doc: dict[str, Any], figures: list[str]) -> list[str]
         )
     lines += ["", "Per bank mode alone:", ""]
     for pm in doc.get("per_mode", []):
-        # a mode's own line is shown only where the law held over all points
+        # a mode's own line is shown only where the law holds over all points
         law_text = f", {pm['base_cycles']:g} + {pm['slope_cycles']:g} (d - 1)" if held else ""
         lines.append(
             f"- {pm['bank_mode_bytes']}-byte mode: {pm['banks']} banks x {pm['bank_width_bytes']}"
@@ -162,7 +151,7 @@ def bank_conflicts_section(doc: dict[str, Any], figures: list[str]) -> list[str]
             + ", ".join(f"{d}: {n}" for d, n in sorted(by_degree.items()))
             + (
                 f"), no more than the {LAW_MISS_SHARE:.0%} of points the fit may miss."
-                if held
+                if len(law) <= LAW_MISS_SHARE * m["points"]
                 else "): the cost of a conflict way is not constant on this device."
             )
         )
