@@ -191,8 +191,12 @@ def _fit_defects(md: str) -> list[str]:
     is not the measured no-conflict latency (beyond the law's 5%) is not **accepted**."""
     found = []
     sections = re.split(r"\n(?=#)", md)
+    device = ""
     for section in sections:
-        heading = section.splitlines()[0][:80] if section else ""
+        first = section.splitlines()[0] if section else ""
+        if first.startswith("## Device "):
+            device = first[len("## Device ") :].split(":")[0] + ": "
+        heading = device + first.lstrip("# ")[:60]
         fits = [line for line in section.splitlines() if FIT.search(line)]
         if not fits:
             continue
