@@ -67,14 +67,25 @@ def plot_instances(data: pd.DataFrame, doc: dict) -> dict:
             (False, "apart", APART),
         ):
             sel = [i for i, t in enumerate(tests) if t["disturbed"] == shared]
-            ax.bar([warps[i] for i in sel], [share[i] for i in sel], color=color, label=label)
+            if not sel:  # no legend entry for bars the panel does not draw
+                continue
+            # an edge of the bar's colour: a warp whose re-walk missed nothing still shows, as
+            # a flat bar on the zero line
+            ax.bar(
+                [warps[i] for i in sel],
+                [share[i] for i in sel],
+                color=color,
+                edgecolor=color,
+                linewidth=2,
+                label=label,
+            )
         base = tests[0]["misses_baseline"] / tests[0]["accesses_baseline"]
         ax.axhline(base, color="k", ls="--", lw=0.8, label="baseline")
         q = el["instances_per_sm"]
         n = q.get("value") if q.get("value") is not None else f">= {q.get('lower_bound', '?')}"
         ax.set_title(f"{name} ({el['path']}): {n} per SM", fontsize=9)
         ax.set_xlabel("test thread's warp")
-        ax.set_ylim(0, 1.3)  # room for the legend above the bars
+        ax.set_ylim(-0.05, 1.3)  # the zero line clear of the axis; the legend above the bars
         ax.set_xticks(warps)
         ax.legend(loc="upper center", ncol=3, fontsize=6, handlelength=1)
     axes[0][0].set_ylabel("share of warp 0's re-walk missed")
