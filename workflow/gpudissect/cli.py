@@ -247,18 +247,21 @@ def _label_simulated(fig, doc: dict) -> None:
         return
     device = str(doc.get("device", ""))
     label = f"{device} (simulated twin)"
+
+    def labelled(text: str, fontsize: float) -> str:
+        rest = text.removeprefix(f"{device}:").strip()
+        # a title wider than its figure is cut at both edges: the label then takes a line
+        fits = fig.get_figwidth() * 72 / (0.55 * fontsize)
+        return f"{label}: {rest}" if len(label) + len(rest) + 2 <= fits else f"{label}:\n{rest}"
+
     title = fig._suptitle  # matplotlib keeps the suptitle here; None when there is none
     if title is not None and title.get_text():
-        text = title.get_text()
-        head = f"{device}:"
-        title.set_text(
-            text.replace(head, f"{label}:", 1) if text.startswith(head) else f"{label}: {text}"
-        )
+        title.set_text(labelled(title.get_text(), title.get_fontsize()))
         return
     for ax in fig.axes:
         text = ax.get_title()
         if text:
-            ax.set_title(f"{label}: {text.removeprefix(device + ':').strip()}")
+            ax.set_title(labelled(text, ax.title.get_fontsize()))
             return
     fig.suptitle(label)
 
