@@ -147,3 +147,63 @@ def test_the_plot_step_writes_each_caption_beside_its_figure(tmp_path):
         written = caption_path(png).read_text()
         assert written.startswith(f"``{stem}.png``: ") and prose(stem) in written
         assert caption(stem, "gpu0", png) == "gpu0: " + written.strip().replace("``", "`")
+
+
+def test_a_rejected_bank_fit_is_drawn_and_named_rejected():
+    doc = copy.deepcopy(json.loads((RUN / "analysis/gpu0/bank_conflicts.json").read_text()))
+    reasons = ["the linear law misses 100 of 129 points by more than 5%"]
+    doc["model"]["linear_law"] = {
+        "accepted": False,
+        "misses": 100,
+        "points": 129,
+        "reasons": reasons,
+    }
+    figures = _draw("bank_conflicts", doc)
+    degree = figures["bank_conflicts_degree"]
+    (line,) = [ln for ln in degree.axes[0].get_lines() if "(d - 1)" in ln.get_label()]
+    assert line.get_label().endswith(", rejected") and line.get_linestyle() == ":"
+    assert "rejected (grey dotted line)" in check_caption(degree, "bank_conflicts_degree")
+    stride = check_caption(figures["bank_conflicts_stride"], "bank_conflicts_stride")
+    assert "(rejected linear fit)" in stride and "(model)" not in stride
+    # an accepted fit stays the dashed black model
+    doc["model"]["linear_law"] = {"accepted": True, "misses": 0, "points": 129, "reasons": []}
+    degree = _draw("bank_conflicts", doc)["bank_conflicts_degree"]
+    (line,) = [ln for ln in degree.axes[0].get_lines() if "(d - 1)" in ln.get_label()]
+    assert "rejected" not in line.get_label() and line.get_linestyle() == "--"
+
+
+def test_a_level_served_by_another_cache_is_titled_so():
+    doc = copy.deepcopy(json.loads((RUN / "analysis/gpu0/cache_stage1.json").read_text()))
+    doc["paths"]["ca"]["levels"][0]["served_by"] = "l2"
+    fig = _draw("cache_stage1", doc)["cache_stage1_sweeps"]
+    titles = [ax.get_title() for ax in fig.axes]
+    assert "ca level 1: served by the l2" in titles and "ca level 1 (l1d)" not in titles
+
+
+def test_warps_that_missed_nothing_still_show_and_a_panel_names_only_its_bars():
+    doc = copy.deepcopy(json.loads((RUN / "analysis/gpu0/cache_instances.json").read_text()))
+    name, element = next((k, v) for k, v in doc["elements"].items() if v.get("warps"))
+    doc["elements"] = {name: element}
+    for t in element["warps"]:  # every warp apart, and none of them disturbing warp 0
+        t["disturbed"], t["misses_disturbed"] = False, 0
+    fig = _draw("cache_instances", doc)["cache_instances_warps"]
+    ax = fig.axes[0]
+    labels = [c.get_label() for c in ax.containers]
+    assert labels == ["apart"]  # no legend entry for red bars the panel does not draw
+    assert ax.get_ylim()[0] < 0 and all(p.get_linewidth() > 0 for p in ax.containers[0])
+    check_caption(fig, "cache_instances_warps")
+
+
+def test_a_simulated_label_takes_its_own_line_where_the_title_would_not_fit():
+    from gpudissect.cli import _label_simulated
+
+    doc = {"device": "tesla_m2070", "device_info": {"backend": "sim"}}
+    for width, title in ((5.2, "mean latency vs array size (ca path)"), (12, "short")):
+        fig = plt.figure(figsize=(width, 3))
+        fig.suptitle(f"tesla_m2070: {title}")
+        _label_simulated(fig, doc)
+        text = fig._suptitle.get_text()
+        assert text.startswith("tesla_m2070 (simulated twin):") and text.endswith(title)
+        # at 5.2 inches the whole line (about 70 characters) is wider than the figure
+        assert ("\n" in text) == (width == 5.2)
+        plt.close(fig)
