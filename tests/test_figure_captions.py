@@ -207,3 +207,22 @@ def test_a_simulated_label_takes_its_own_line_where_the_title_would_not_fit():
         # at 5.2 inches the whole line (about 70 characters) is wider than the figure
         assert ("\n" in text) == (width == 5.2)
         plt.close(fig)
+
+
+def test_a_flat_sweep_with_no_size_is_drawn_on_a_tenth_of_its_level():
+    from gpudissect.plotting.pchase import plot_size_sweep
+
+    sizes = range(4096, 49153, 512)
+    # a path with no cache of its own: 230 cycles, +-0.4 cycles of noise, no size detected
+    summary = pd.DataFrame(
+        {
+            "carveout_pct": -1,
+            "shared_buffer_bytes": 16384,
+            "array_bytes": list(sizes),
+            "mean_latency_cycles": [230 + 0.4 * ((i * 7) % 3 - 1) for i in range(len(sizes))],
+        }
+    )
+    flat = [{"carveout_pct": -1, "shared_buffer_bytes": 16384, "size_bytes": None}]
+    fig, axes = plot_size_sweep(summary, change_points=flat, title="t")
+    assert axes[0].get_ylim() == pytest.approx((0.95 * 230, 1.05 * 230))
+    plt.close(fig)
