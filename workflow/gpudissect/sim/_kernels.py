@@ -6,7 +6,8 @@ arrays, so one compiled function serves every structure:
 - ``par[s, C_*]`` (int64): the parameters of structure ``s`` (sets, line shift, index, policy...)
 - ``sets[row]`` = (first line row, ways, tree-PLRU bits, way used last); the rows of structure
   ``s`` start at ``par[s, C_SETOFF]``, so unequal sets are just rows with different ``ways``
-- ``lines[i]`` = (line number or -1 when invalid, policy stamp, bit mask of valid sectors)
+- ``lines[:, i]`` = (line number or -1 when invalid, policy stamp, bit mask of valid sectors):
+  one row per field, so that the tags of a set, which every lookup scans, lie side by side
 - ``idx`` (int64): XOR masks and set tables; ``wcum`` (float64): cumulative way weights
 - ``vmap[v]``, ``vrun[v]`` (int64): the physical chunk behind virtual chunk ``v`` of the
   experiment's page map and the log2 of its aligned contiguous run (tlb.py ``PageMap``);
@@ -36,7 +37,10 @@ C_COALESCE = 13  # TLB levels: log2 of the pages one entry covers when physicall
 # a cache whose data array holds fewer lines than its sets and ways index (``data_bytes``):
 # the lines it may hold (0: every way) and how many are valid now (state, reset with the lines)
 C_DATA, C_VALID = 14, 15
-NCOL = 16
+# the sets (MODULO) or the period (TABLE) when that is a power of two, else 0: addresses are
+# never negative, so ``x % n`` is then ``x & (n - 1)``, without a division
+C_IPOW2 = 16
+NCOL = 17
 # index kinds (see indexing.py) and policy codes (see policies.py)
 MODULO, MASKS, TABLE = 0, 1, 2
 LRU, FIFO, RANDOM, PLRU, WEIGHTED, SRRIP = 0, 1, 2, 3, 4, 5
@@ -130,8 +134,10 @@ def _parity(x):
 @njit(cache=True, _nrt=False, inline="always")
 def set_of(addr, par, s, idx):
     """Set number of byte address ``addr`` in structure ``s``."""
-    kind = par[s, C_IKIND]
+    kind, pow2 = par[s, C_IKIND], par[s, C_IPOW2]
     if kind == MODULO:
+        if pow2 > 0:
+            return (addr >> par[s, C_ISHIFT]) & (pow2 - 1)
         return (addr >> par[s, C_ISHIFT]) % par[s, C_NSETS]
     off = par[s, C_IOFF]
     if kind == MASKS:
@@ -139,6 +145,8 @@ def set_of(addr, par, s, idx):
         for k in range(par[s, C_ILEN]):
             r |= _parity(addr & idx[off + k]) << k
         return r
+    if pow2 > 0:
+        return idx[off + ((addr & (pow2 - 1)) >> par[s, C_ISHIFT])]
     return idx[off + ((addr % par[s, C_IPERIOD]) >> par[s, C_ISHIFT])]
 
 
@@ -203,36 +211,36 @@ def _touch(par, s, sets, row, lines, i, way, clk, inserting):
     pol = par[s, C_POLICY]
     if pol == LRU or (pol == FIFO and inserting):
         clk[s] += 1
-        lines[i, 1] = clk[s]
+        lines[1, i] = clk[s]
     elif pol == PLRU:
         sets[row, 2] = _plru_point_away(sets[row, 2], sets[row, 1], way)
     elif pol == SRRIP:
         # a fill is predicted a long re-reference interval, a hit a near one (hit priority)
-        lines[i, 1] = RRPV_MAX - 1 if inserting else 0
+        lines[1, i] = RRPV_MAX - 1 if inserting else 0
 
 
 @njit(cache=True, _nrt=False, inline="always")
-def _victim(par, s, sets, row, lines, wcum, rng):
-    """The way to replace: the first invalid way, else the policy's choice."""
+def _victim(par, s, sets, row, lines, wcum, rng, free):
+    """The way to replace: the first invalid way (``free``, -1: none), else the policy's
+    choice."""
+    if free >= 0:
+        return free
     base, ways = sets[row, 0], sets[row, 1]
-    for w in range(ways):
-        if lines[base + w, 0] == -1:
-            return w
     pol = par[s, C_POLICY]
     if pol == LRU or pol == FIFO:
-        best, stamp = 0, lines[base, 1]
+        best, stamp = 0, lines[1, base]
         for w in range(1, ways):
-            if lines[base + w, 1] < stamp:
-                best, stamp = w, lines[base + w, 1]
+            if lines[1, base + w] < stamp:
+                best, stamp = w, lines[1, base + w]
         return best
     if pol == SRRIP:
         # the first way predicted re-referenced most distantly; none: every line ages a step
         while True:
             for w in range(ways):
-                if lines[base + w, 1] >= RRPV_MAX:
+                if lines[1, base + w] >= RRPV_MAX:
                     return w
             for w in range(ways):
-                lines[base + w, 1] += 1
+                lines[1, base + w] += 1
     if pol == RANDOM:
         return min(np.int64(rng_uniform(rng, 0) * ways), ways - 1)
     if pol == WEIGHTED:
@@ -261,11 +269,11 @@ def _make_room(par, s, sets, lines):
     stop = sets[last_row, 0] + sets[last_row, 1]
     best, stamp = -1, np.int64(0)
     for i in range(first, stop):
-        if lines[i, 0] != -1 and (best < 0 or lines[i, 1] < stamp):
-            best, stamp = i, lines[i, 1]
+        if lines[0, i] != -1 and (best < 0 or lines[1, i] < stamp):
+            best, stamp = i, lines[1, i]
     if best >= 0:
-        lines[best, 0] = -1
-        lines[best, 2] = 0
+        lines[0, best] = -1
+        lines[2, best] = 0
 
 
 @njit(cache=True, _nrt=False, inline="always")
@@ -277,24 +285,29 @@ def _fill(addr, par, s, sets, idx, lines, wcum, clk, rng, sector_mask, prefetch)
     line = addr >> par[s, C_LSHIFT]
     row = par[s, C_SETOFF] + set_of(addr, par, s, idx)
     base, ways = sets[row, 0], sets[row, 1]
-    way = -1
-    w = sets[row, 3]  # search from the way used last: same result, found sooner
-    for _ in range(ways):
-        if lines[base + w, 0] == line:
-            way = w
-            break
-        w = w + 1 if w + 1 < ways else 0
+    # the line's way (-1: absent) and the first invalid way (``ways``: none); a line is in at
+    # most one way of its set. The way used last is tried first (a P-chase mostly finds it
+    # there); else every way is scanned without an early exit, which the CPU predicts well
+    way, free = sets[row, 3], ways
+    if lines[0, base + way] != line:
+        way = -1
+        for w in range(ways):
+            tag = lines[0, base + w]
+            if tag == line:
+                way = w
+            if tag == -1:
+                free = min(free, w)
     result, inserting = MISS, way < 0
     if inserting:
-        way = _victim(par, s, sets, row, lines, wcum, rng)
-        if par[s, C_DATA] > 0 and lines[base + way, 0] == -1:
+        way = _victim(par, s, sets, row, lines, wcum, rng, free if free < ways else -1)
+        if par[s, C_DATA] > 0 and lines[0, base + way] == -1:
             _make_room(par, s, sets, lines)
-        lines[base + way, 0] = line
-        lines[base + way, 2] = sector_mask
+        lines[0, base + way] = line
+        lines[2, base + way] = sector_mask
     else:
-        if lines[base + way, 2] & sector_mask == sector_mask:
+        if lines[2, base + way] & sector_mask == sector_mask:
             result = HIT
-        lines[base + way, 2] |= sector_mask
+        lines[2, base + way] |= sector_mask
     sets[row, 3] = way
     if inserting or not prefetch:
         _touch(par, s, sets, row, lines, base + way, way, clk, inserting)

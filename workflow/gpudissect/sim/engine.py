@@ -45,6 +45,8 @@ def _pack(specs: list[CacheSpec], latencies: list[int]) -> dict[str, np.ndarray]
         par[s, K.C_LAT] = latencies[s]
         par[s, K.C_PREFETCH] = spec.prefetch_lines
         par[s, K.C_DATA] = spec.data_lines or 0
+        modulus = spec.sets if compiled.kind == K.MODULO else compiled.period_bytes
+        par[s, K.C_IPOW2] = modulus if modulus > 0 and modulus & (modulus - 1) == 0 else 0
         idx.extend(int(x) for x in compiled.data)
         wcum.extend(np.cumsum(spec.policy.weights or [1.0]).tolist())
         for ways in spec.set_ways:
@@ -55,7 +57,7 @@ def _pack(specs: list[CacheSpec], latencies: list[int]) -> dict[str, np.ndarray]
         "sets": np.array(set_rows, dtype=np.int64),
         "idx": np.array(idx or [0], dtype=np.int64),
         "wcum": np.array(wcum, dtype=np.float64),
-        "lines": np.zeros((line_count, 3), dtype=np.int64),
+        "lines": np.zeros((3, line_count), dtype=np.int64),
         "clk": np.zeros(len(specs), dtype=np.int64),
     }
 
@@ -186,8 +188,8 @@ class SimGPU:
     def reset(self) -> None:
         """Cold caches and TLBs, no active page-table window, random streams from the seed."""
         a = self._arrays
-        a["lines"][:, 0] = -1
-        a["lines"][:, 1:] = 0
+        a["lines"][0] = -1
+        a["lines"][1:] = 0
         a["sets"][:, 2:] = 0
         a["clk"][:] = 0
         a["par"][:, K.C_VALID] = 0
