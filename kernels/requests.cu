@@ -13,6 +13,17 @@
 // The sum is written to `sink` so no load is removed. N is a template parameter (the loads are
 // unrolled into independent registers); req_<path>_n<N> for N = 1..8; path ca is Listing 1's
 // plain ld.global (L1 + L2 on GPUs that cache globals in L1), cg is ld.global.cg (L2 only).
+//
+// Past one block: req_<path>_sm_n<N> runs the threads of one SM as `blocks` co-resident blocks
+// (launched as SM count x blocks blocks of 1024 threads; threads past `threads` idle). Each
+// block reads %smid and takes a slot on its SM with an atomic; only the first `blocks` blocks
+// of SM `target_sm` go on, the others exit at once. They wait for each other (a spin on the
+// slot counter, bounded by `spin_cycles`), then time their loads as above; each block writes
+// its t1 and t2 (the SM's clock) to `block_clocks[2 * slot]`, and thread `slot * 1024 + tid`
+// loads offsets_bytes[j * threads + slot * 1024 + tid]. `arrived[smid]` counts the blocks each
+// SM received (the host picks another target when the target got fewer than `blocks`);
+// `gathered` is set to the number of blocks that found all others before timing.
+// __launch_bounds__(1024, 2) keeps two 1024-thread blocks co-resident (at most 32 registers).
 
 __device__ __forceinline__ unsigned long long clock64_volatile()
 {
@@ -90,3 +101,108 @@ __device__ __forceinline__ void requests(const char *__restrict__ data,
 
 DEFINE_PATH(ca, false)
 DEFINE_PATH(cg, true)
+
+__device__ __forceinline__ unsigned int smid_of()
+{
+    unsigned int id;
+    asm volatile("mov.u32 %0, %%smid;" : "=r"(id));
+    return id;
+}
+
+#define MAX_SMID 1024 // size of the host's `arrived` array
+
+template <int N, bool CG>
+__device__ __forceinline__ void requests_sm(const char *__restrict__ data,
+                                            const unsigned int *__restrict__ offsets_bytes,
+                                            unsigned int threads, unsigned int blocks,
+                                            unsigned int target_sm,
+                                            unsigned long long spin_cycles,
+                                            unsigned int *arrived, unsigned int *gathered,
+                                            unsigned int *__restrict__ sink,
+                                            unsigned long long *__restrict__ block_clocks)
+{
+    __shared__ unsigned int s_sum[1024];
+    __shared__ unsigned int s_slot;
+    const unsigned int tid = threadIdx.x;
+    if (tid == 0) {
+        const unsigned int sm = smid_of();
+        unsigned int slot = 0xFFFFFFFFu;
+        if (sm < MAX_SMID) {
+            slot = atomicAdd(&arrived[sm], 1u);
+            if (sm != target_sm || slot >= blocks)
+                slot = 0xFFFFFFFFu;
+        }
+        if (slot != 0xFFFFFFFFu) { // wait for the other blocks of the target SM
+            const unsigned long long start = clock64_volatile();
+            volatile unsigned int *count = &arrived[target_sm];
+            while (*count < blocks && clock64_volatile() - start < spin_cycles) {
+            }
+            if (*count >= blocks)
+                atomicAdd(gathered, 1u);
+        }
+        s_slot = slot;
+    }
+    __syncthreads();
+    const unsigned int slot = s_slot;
+    if (slot == 0xFFFFFFFFu)
+        return; // the whole block leaves together
+    const unsigned int t = slot * 1024u + tid;
+    const bool active = t < threads;
+    const char *addr[N];
+    unsigned int check = 0;
+#pragma unroll
+    for (int j = 0; j < N; ++j) {
+        unsigned int off = active ? offsets_bytes[j * threads + t] : 0u;
+        check ^= off;
+        addr[j] = data + off;
+    }
+    if (check == 0xFFFFFFFFu) // never true for the host's offsets; waits for the offset loads
+        sink[threads + t] = check;
+    unsigned int reg[N];
+    __syncthreads();
+    const unsigned long long t1 = clock64_volatile();
+    unsigned int sum = 0;
+    if (active) {
+#pragma unroll
+        for (int j = 0; j < N; ++j)
+            reg[j] = load_u32<CG>(addr[j]);
+#pragma unroll
+        for (int j = 0; j < N; ++j)
+            sum += reg[j];
+    }
+    s_sum[tid] = sum; // needs every load of this thread
+    __syncthreads();
+    const unsigned long long t2 = clock64_volatile();
+    if (active)
+        sink[t] = s_sum[tid];
+    if (tid == 0) {
+        block_clocks[2 * slot] = t1;
+        block_clocks[2 * slot + 1] = t2;
+    }
+}
+
+#define DEFINE_REQUESTS_SM(PATH, CG, N)                                                        \
+    extern "C" __global__ void __launch_bounds__(1024, 2)                                      \
+        req_##PATH##_sm_n##N(const char *__restrict__ data,                                    \
+                             const unsigned int *__restrict__ offsets, unsigned int threads,   \
+                             unsigned int blocks, unsigned int target_sm,                      \
+                             unsigned long long spin_cycles, unsigned int *arrived,            \
+                             unsigned int *gathered, unsigned int *__restrict__ sink,          \
+                             unsigned long long *__restrict__ block_clocks)                    \
+    {                                                                                          \
+        requests_sm<N, CG>(data, offsets, threads, blocks, target_sm, spin_cycles, arrived,    \
+                           gathered, sink, block_clocks);                                      \
+    }
+
+#define DEFINE_PATH_SM(PATH, CG)                                                               \
+    DEFINE_REQUESTS_SM(PATH, CG, 1)                                                            \
+    DEFINE_REQUESTS_SM(PATH, CG, 2)                                                            \
+    DEFINE_REQUESTS_SM(PATH, CG, 3)                                                            \
+    DEFINE_REQUESTS_SM(PATH, CG, 4)                                                            \
+    DEFINE_REQUESTS_SM(PATH, CG, 5)                                                            \
+    DEFINE_REQUESTS_SM(PATH, CG, 6)                                                            \
+    DEFINE_REQUESTS_SM(PATH, CG, 7)                                                            \
+    DEFINE_REQUESTS_SM(PATH, CG, 8)
+
+DEFINE_PATH_SM(ca, false)
+DEFINE_PATH_SM(cg, true)

@@ -109,8 +109,17 @@ def classify(sweeps: list[SweepResult], *, limit: int | None) -> dict[str, Any]:
             f"held at least {most_blocks} distinct requests and {most_instr} warp load "
             "instructions in flight without a stall"
         )
-        return {k: undetermined(why) for k in ("kind", "entries", "merge_capacity",
-                                               "max_outstanding")}  # fmt: skip
+        # the held counts bound the table from below; no sweep saturated, so nothing bounds it
+        # from above (a larger launch, more loads per thread or threads, would)
+        at_most = f"no sweep saturated up to {top} threads"
+        return {
+            "kind": undetermined(why),
+            "entries": undetermined(why) | {"at_least": {"mshr": most_blocks, "prt": most_instr},
+                                            "at_most": None, "at_most_why": at_most},
+            "merge_capacity": undetermined(why),
+            "max_outstanding": undetermined(why) | {"at_least": most_blocks, "at_most": None,
+                                                    "at_most_why": at_most},
+        }  # fmt: skip
     # saturated sweeps vote; unsaturated ones must not contradict the winner (lower bounds)
     votes, contradictions = {}, {}
     for kind in ("mshr", "prt"):

@@ -30,7 +30,12 @@ Baniasadi, Sec. 3.2 and 5). Sees only the trace.
    sweeps saturate below the table's warp instructions (inside a warp, as the K20's UNQ sweeps
    of Figs. 9-10 do): then the distinct requests in flight at their saturation points bound a
    per-SM request limit, which all of them must agree on.
-7. **Repeats** (`request_repeats`). Steps 1-4 run on each repeat of the sweep alone; a sweep's
+7. **In flight by Little's law** (`request_inflight`): independently of steps 3-6, the UNQ
+   sweeps read as latency against achieved throughput give the requests (and bytes) one SM
+   sustains in flight: the plateau of throughput x unloaded latency, with its range, or a lower
+   bound while throughput still rises. Where no sweep saturates, step 5 gives lower bounds
+   (`at_least`) and says why no upper bound follows.
+8. **Repeats** (`request_repeats`). Steps 1-4 run on each repeat of the sweep alone; a sweep's
    saturation reading, and the scoreboard limit, count only where more than half of the repeats
    read them alike. Steps 5-6 use those readings; a sweep without a majority is undetermined,
    with its readings, and the document says how many repeats agreed.
@@ -44,6 +49,7 @@ import numpy as np
 import pandas as pd
 
 from ..exceptions import AnalysisError
+from .request_inflight import sustained_in_flight
 from .request_repeats import LIMIT, Agreement, agree, limit_reading, sweep_reading
 from .request_spikes import Spike, SpikeDetector, variance3
 from .request_table import SweepResult, classify
@@ -168,7 +174,8 @@ def analyse(
     }
     if data.empty:
         why = "the sweep recorded no launch (the simulated profile has no request table)"
-        keys = ("kind", "entries", "merge_capacity", "max_outstanding", "per_warp_limit")
+        keys = ("kind", "entries", "merge_capacity", "max_outstanding", "per_warp_limit",
+                "sustained_in_flight")  # fmt: skip
         return base | {
             "elements": {"requests": {k: undetermined(why) for k in keys}},
             "sweeps": [],
@@ -179,6 +186,7 @@ def analyse(
     element = classify(agreement.repeating, limit=limit)
     _note_repeats(element, agreement)
     element["per_warp_limit"] = limit_q
+    element["sustained_in_flight"] = sustained_in_flight(data)
     footprint = {"max_footprint_bytes": int(data["footprint_bytes"].max())}
     l2_path = (inputs or {}).get("l2_flush")
     if l2_path and Path(l2_path).is_file():

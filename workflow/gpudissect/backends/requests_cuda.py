@@ -9,8 +9,12 @@ from typing import Any
 import numpy as np
 
 from ..experiments.l2_flush import ELEMENT_BYTES, CopyResult, CopyWork
-from ..experiments.requests import RequestsResult, RequestsWork
+from ..exceptions import GpuDissectError
+from ..experiments.requests import BLOCK_THREADS, RequestsResult, RequestsWork
 from .base import handles
+
+MAX_SMID = 1024  # kernels/requests.cu: size of the per-SM slot counters
+SPIN_CYCLES = 1 << 24  # how long a gathered block waits for the others (~10 ms at 1.7 GHz)
 
 
 class _Buffers:
@@ -57,6 +61,8 @@ def run_requests(backend, work: RequestsWork, *, seed: int = 0) -> RequestsResul
     """One launch configuration: the data array comes from the host right before (so its lines
     sit in the L2, as in the paper), then `warmup_launches` untimed and `runs` timed launches of
     one block; every thread's t2 - t1 is read back."""
+    if work.blocks > 1:
+        return _run_requests_sm(backend, work)
     drv = backend.drv
     n, threads = work.loads_per_thread, work.threads
     fn = backend.function("requests", f"req_{work.path}_n{n}", "PPIPP")
@@ -74,6 +80,60 @@ def run_requests(backend, work: RequestsWork, *, seed: int = 0) -> RequestsResul
         fn.prepared_call((1, 1), (threads, 1, 1), data, offsets, np.uint32(threads), sink, elapsed)
         if r >= 0:
             drv.memcpy_dtoh(out[r], elapsed)
+    backend.context.synchronize()
+    return RequestsResult(elapsed_cycles=out, sm_clock_mhz=_sm_clock(backend))
+
+
+def _run_requests_sm(backend, work: RequestsWork) -> RequestsResult:
+    """Several co-resident blocks on one SM (`req_<path>_sm_n<N>`): SM count x blocks blocks are
+    launched; the first `blocks` of the target SM time their loads, the others exit. A launch
+    whose target SM received fewer blocks is repeated with the SM that received the most as
+    target (a few tries); each thread's time is its block's t2 minus the earliest t1."""
+    drv = backend.drv
+    n, threads, blocks = work.loads_per_thread, work.threads, work.blocks
+    fn = backend.function("requests", f"req_{work.path}_sm_n{n}", "PPIIIQPPPP")
+    buffers = _buffers(backend)
+    data_bytes = int(work.offsets_bytes.max()) + 4
+    data = buffers.get("data", data_bytes)
+    offsets = buffers.get("offsets", work.offsets_bytes.nbytes)
+    sink = buffers.get("sink", 2 * threads * 4)
+    arrived = buffers.get("arrived", MAX_SMID * 4)
+    gathered = buffers.get("gathered", 4)
+    clocks = buffers.get("block_clocks", 2 * blocks * 8)
+    drv.memcpy_htod(offsets, np.ascontiguousarray(work.offsets_bytes.T))  # [j * threads + t]
+    drv.memcpy_htod(data, buffers.pinned("data", data_bytes))
+    grid = backend.facts().sm_count * blocks
+    counts = np.zeros(MAX_SMID, dtype=np.uint32)
+    got = np.zeros(1, dtype=np.uint32)
+    stamps = np.zeros(2 * blocks, dtype=np.uint64)
+    block_of = np.arange(threads) // BLOCK_THREADS
+    out = np.empty((work.runs, threads), dtype=np.uint32)
+    target = getattr(backend, "_requests_target_sm", 0)
+    for r in range(-work.warmup_launches, work.runs):
+        for _ in range(8):
+            drv.memset_d32(arrived, 0, MAX_SMID)
+            drv.memset_d32(gathered, 0, 1)
+            fn.prepared_call(
+                (grid, 1), (BLOCK_THREADS, 1, 1), data, offsets, np.uint32(threads),
+                np.uint32(blocks), np.uint32(target), np.uint64(SPIN_CYCLES), arrived, gathered,
+                sink, clocks,
+            )  # fmt: skip
+            drv.memcpy_dtoh(got, gathered)
+            if got[0] == blocks:
+                break
+            drv.memcpy_dtoh(counts, arrived)
+            target = int(np.argmax(counts))
+        else:
+            raise GpuDissectError(
+                f"requests: no SM held {blocks} co-resident blocks of {BLOCK_THREADS} threads "
+                f"(blocks received per SM: {sorted(set(counts[counts > 0].tolist()))}); the "
+                "kernel needs them resident together (registers, shared memory)"
+            )
+        backend._requests_target_sm = target
+        if r >= 0:
+            drv.memcpy_dtoh(stamps, clocks)
+            t1, t2 = stamps[0::2], stamps[1::2]
+            out[r] = (t2[block_of] - t1.min()).astype(np.uint32)
     backend.context.synchronize()
     return RequestsResult(elapsed_cycles=out, sm_clock_mhz=_sm_clock(backend))
 

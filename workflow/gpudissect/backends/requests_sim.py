@@ -10,7 +10,7 @@ import numpy as np
 
 from ..exceptions import ProfileError
 from ..experiments.l2_flush import CopyResult, CopyWork
-from ..experiments.requests import NoRequestTable, RequestsResult, RequestsWork
+from ..experiments.requests import BLOCK_THREADS, NoRequestTable, RequestsResult, RequestsWork
 from .base import handles
 from .seeding import point_seed
 
@@ -46,6 +46,13 @@ def run_requests(backend, work: RequestsWork, *, seed: int = 0) -> RequestsResul
             f"profile {profile.name!r} ({profile.source}) has no requests block; add one (see "
             "config/devices/README.md) or disable experiments.requests for this device"
         )
+    holds = 32 * profile.max_warps_per_sm
+    if work.threads > holds:
+        raise ProfileError(
+            f"requests: {work.threads} threads do not fit one SM of profile {profile.name!r} "
+            f"(max_warps_per_sm {profile.max_warps_per_sm}: {holds} threads); use threads.stop "
+            "auto or at most that"
+        )
     # the event simulation is deterministic: a repeat of the sweep reuses it (only the noise,
     # seeded per point and repeat, differs)
     cache = backend.__dict__.setdefault("_request_runs", {})
@@ -56,6 +63,7 @@ def run_requests(backend, work: RequestsWork, *, seed: int = 0) -> RequestsResul
             profile.requests,
             addresses_bytes=work.offsets_bytes.astype(np.int64),
             memory_latency_cycles=memory_latency_cycles(profile, work.path),
+            block_threads=BLOCK_THREADS,
         )
         elapsed = cache[key] = np.asarray(sim.elapsed_cycles, dtype=np.float64)
     rng = np.random.default_rng(point_seed(backend.seed, seed))

@@ -8,6 +8,17 @@ block). Each launch configuration runs `runs` times (the paper reports the harmo
 three); every thread's t2 - t1 of every run is kept. The work (threads, N, byte offsets) is built
 here once and executed by either backend (`backends/requests_sim.py`, `requests_cuda.py`).
 
+**Past one block.** `threads.stop: auto` takes the device's most threads per SM from the
+driver's facts (the profile's on sim); counts above one block (1024 threads) step by
+`threads.wide_step` and run as several co-resident blocks of at most 1024 threads (filled in
+order) on one SM: the GPU launches SM count x blocks, every block takes a slot on its SM by
+%smid, and only the first `blocks` of one target SM wait for each other and time their loads
+(`kernels/requests.cu`, `req_<path>_sm_n<N>`); each thread's time runs from the blocks' common
+start to its own block's completion.
+
+**Scoreboard first.** Every sweep's smallest launch runs before the rest of the pass, so the
+per-warp scoreboard limit (which compares them) is read from the first launches of all N.
+
 The whole sweep runs `repeats.min` times; then, once more at a time, only the sweeps whose
 saturation reading is not yet held by a majority of the repeats that measured it (and every
 sweep's first launch while the scoreboard limit is not; `analysis.request_repeats`), until none
@@ -33,8 +44,9 @@ log = logging.getLogger(__name__)
 
 NAME = "requests"
 KERNELS = ("requests",)
-MAX_LOADS = 8  # kernels/requests.cu instantiates req_<path>_n1 .. n8
-MAX_THREADS = 1024
+MAX_LOADS = 8  # kernels/requests.cu instantiates req_<path>_n1 .. n8 (and _sm_n1 .. n8)
+BLOCK_THREADS = 1024  # most threads of one block; more run as several blocks on one SM
+MAX_THREADS = 4096  # most threads of one launch configuration (several blocks of one SM)
 PATTERNS = {"unq": 1, "merger2": 2, "merger4": 4, "merger8": 8, "merger16": 16, "merger32": 32}
 
 SCHEMA = pa.schema(
@@ -44,7 +56,8 @@ SCHEMA = pa.schema(
         pa.field("pattern", pa.string()),
         pa.field("merge_threads", pa.int16()),  # K: threads sharing one block (1 for UNQ)
         pa.field("loads_per_thread", pa.int8()),
-        pa.field("threads", pa.int16()),
+        pa.field("threads", pa.int16()),  # threads of the SM, over all its blocks
+        pa.field("blocks", pa.int16()),  # co-resident blocks of one SM holding them
         pa.field("run", pa.int8()),
         pa.field("block_bytes", pa.int32()),
         pa.field("footprint_bytes", pa.int64()),  # distinct blocks x block_bytes
@@ -56,12 +69,29 @@ SCHEMA = pa.schema(
 
 @dataclass(frozen=True)
 class ThreadRange:
-    start: int
-    stop: int
-    step: int
+    """Thread counts from start to stop (None: `auto`, the device's most threads per SM) in
+    steps of `step` up to one block (1024 threads), of `wide_step` beyond (default `step`)."""
 
-    def counts(self) -> tuple[int, ...]:
-        return tuple(range(self.start, self.stop + 1, self.step))
+    start: int
+    stop: int | None
+    step: int
+    wide_step: int | None = None
+
+    def counts(self, max_threads: int | None = None) -> tuple[int, ...]:
+        stop = self.stop if self.stop is not None else max_threads
+        if stop is None:
+            raise ValueError("threads.stop is auto: the device's most threads per SM is needed")
+        narrow = tuple(range(self.start, min(stop, BLOCK_THREADS) + 1, self.step))
+        if stop <= BLOCK_THREADS:
+            return narrow
+        first = narrow[-1] if narrow else self.start - (self.wide_step or self.step)
+        return narrow + tuple(range(first + (self.wide_step or self.step), stop + 1,
+                                    self.wide_step or self.step))  # fmt: skip
+
+
+def blocks_of(threads: int) -> int:
+    """Co-resident blocks that hold `threads` threads of one SM (1024 per block, in order)."""
+    return -(-threads // BLOCK_THREADS)
 
 
 @dataclass(frozen=True)
@@ -89,12 +119,20 @@ class RequestsSweep:
 def parse_params(section: dict, key: str) -> RequestsSweep:
     t = section["threads"]
     rep = section.get("repeats", {"min": 1, "max": 1})
+    stop = t["stop"]
+    if stop != "auto" and (not isinstance(stop, int) or not 1 <= stop <= MAX_THREADS):
+        raise ConfigError(
+            f"{key}.threads.stop: {stop!r}; allowed: auto (the device's most threads per SM) "
+            f"or an integer 1..{MAX_THREADS}"
+        )
     sweep = RequestsSweep(
         enabled=section["enabled"],
         path=section["path"],
         patterns=tuple(section["patterns"]),
         loads_per_thread=tuple(section["loads_per_thread"]),
-        threads=ThreadRange(t["start"], t["stop"], t["step"]),
+        threads=ThreadRange(
+            t["start"], None if stop == "auto" else stop, t["step"], t.get("wide_step")
+        ),
         runs=section["runs"],
         warmup_launches=section["warmup_launches"],
         block_bytes=section["block_bytes"],
@@ -105,7 +143,7 @@ def parse_params(section: dict, key: str) -> RequestsSweep:
             f"{key}.repeats.max: {sweep.repeats.max} is below min {sweep.repeats.min}; "
             "allowed: max >= min"
         )
-    if sweep.threads.stop < sweep.threads.start:
+    if sweep.threads.stop is not None and sweep.threads.stop < sweep.threads.start:
         raise ConfigError(
             f"{key}.threads.stop: {sweep.threads.stop} is below start {sweep.threads.start}; "
             "allowed: stop >= start"
@@ -116,7 +154,7 @@ def parse_params(section: dict, key: str) -> RequestsSweep:
         raise ConfigError(f"{key}.loads_per_thread: {list(sweep.loads_per_thread)} repeats")
     if sweep.block_bytes & (sweep.block_bytes - 1):
         raise ConfigError(f"{key}.block_bytes: {sweep.block_bytes} is not a power of two")
-    worst = max(sweep.loads_per_thread) * sweep.threads.stop * sweep.block_bytes
+    worst = max(sweep.loads_per_thread) * (sweep.threads.stop or MAX_THREADS) * sweep.block_bytes
     if worst >= 2**32:
         raise ConfigError(
             f"{key}: the largest footprint ({worst} bytes) does not fit 32-bit offsets; "
@@ -135,6 +173,7 @@ class RequestsWork:
     offsets_bytes: np.ndarray  # uint32, shape (threads, loads per thread)
     runs: int
     warmup_launches: int = 0
+    # threads t of one SM run in block t // BLOCK_THREADS (several co-resident blocks past 1024)
 
     def __post_init__(self) -> None:
         o = self.offsets_bytes
@@ -153,6 +192,10 @@ class RequestsWork:
     @property
     def loads_per_thread(self) -> int:
         return int(self.offsets_bytes.shape[1])
+
+    @property
+    def blocks(self) -> int:
+        return blocks_of(self.threads)
 
 
 class NoRequestTable(DeviceUnavailable):
@@ -187,11 +230,19 @@ class Point:
     threads: int
 
 
-def plan(sweep: RequestsSweep) -> list[Point]:
+def plan(sweep: RequestsSweep, max_threads: int | None = None) -> list[Point]:
+    """Every launch configuration; `max_threads` (the device's most threads per SM) ends an
+    `auto` thread range."""
     points = []
+    counts = sweep.threads.counts(max_threads)
+    if counts and counts[-1] > MAX_THREADS:
+        raise ConfigError(
+            f"experiments.requests.threads: the device holds {counts[-1]} threads per SM, more "
+            f"than the {MAX_THREADS} the sweep supports; set threads.stop to at most {MAX_THREADS}"
+        )
     for pattern in sweep.patterns:
         for n in sweep.loads_per_thread:
-            for threads in sweep.threads.counts():
+            for threads in counts:
                 points.append(Point(len(points), pattern, PATTERNS[pattern], n, threads))
     return points
 
@@ -211,7 +262,9 @@ def run(
     from ..analysis.request_repeats import LIMIT, unsettled
     from ..analysis.requests import repeat_readings
 
-    points = plan(sweep)
+    max_threads = backend.facts().max_threads_per_sm if sweep.threads.stop is None else None
+    points = plan(sweep, max_threads)
+    first_count = min(p.threads for p in points) if points else 0
     frames: list[pd.DataFrame] = []
     readings: list[dict] = []
     total = len(points) * sweep.repeats.min
@@ -236,7 +289,7 @@ def run(
             p
             for p in points
             if (p.pattern, p.merge_threads, p.loads_per_thread) in open_keys
-            or (LIMIT in open_keys and p.threads == sweep.threads.start)
+            or (LIMIT in open_keys and p.threads == first_count)
         ]
         total = done + len(todo)
         log.info(
@@ -247,7 +300,9 @@ def run(
         )  # fmt: skip
     if not frames:
         return SCHEMA.empty_table().to_pandas()
-    return pd.concat(frames, ignore_index=True)[SCHEMA.names]
+    data = pd.concat(frames, ignore_index=True)[SCHEMA.names]
+    # launch order puts first launches first; the trace keeps the plan's order
+    return data.sort_values(["repeat", "point", "run"], kind="stable", ignore_index=True)
 
 
 def _run_once(
@@ -258,7 +313,9 @@ def _run_once(
     deterministic for the config's seed); `planned`: the points of a whole pass; `counted`:
     (points run before this pass, points to run in all, as known now) for `progress`."""
     cols: dict[str, list] = {name: [] for name in SCHEMA.names}
-    for p in points:
+    first = min((p.threads for p in points), default=0)
+    # every sweep's smallest launch first: the scoreboard limit compares them (stable order)
+    for p in sorted(points, key=lambda p: p.threads != first):
         if p.point not in offsets:
             offsets[p.point] = pattern_offsets(
                 threads=p.threads,
@@ -281,6 +338,7 @@ def _run_once(
             cols["merge_threads"].append(p.merge_threads)
             cols["loads_per_thread"].append(p.loads_per_thread)
             cols["threads"].append(p.threads)
+            cols["blocks"].append(blocks_of(p.threads))
             cols["run"].append(r)
             cols["block_bytes"].append(sweep.block_bytes)
             cols["footprint_bytes"].append(footprint)

@@ -37,7 +37,10 @@ Mechanism (section 2 of the paper, and GPGPU-sim's MSHR which the paper takes as
   ``j`` waits until load ``j - per_warp_limit`` of its warp is written back.
 - **Measurement.** Both clocks are read after a barrier. The second barrier completes when
   every warp's loads are written back, so every thread sees the completion time of the whole
-  block (plus ``overhead_cycles`` for the clock and barrier instructions).
+  block (plus ``overhead_cycles`` for the clock and barrier instructions). With
+  ``block_threads`` the threads form several co-resident blocks of one SM (thread ``t`` in block
+  ``t // block_threads``) that start together and share its units, table and slots; each thread
+  sees its own block's completion.
 
 A memory request returns ``memory_latency_cycles`` after it is sent (the L2 hit latency in the
 paper's setting, whose data fit in L2), optionally with seeded Gaussian jitter.
@@ -298,9 +301,11 @@ def simulate_request_kernel(
     overhead_cycles: float = 0.0,
     latency_jitter_cycles: float = 0.0,
     rng: np.random.Generator | None = None,
+    block_threads: int | None = None,
 ) -> RequestRun:
     """Run Listing 1 on one SM. ``addresses_bytes``: shape ``(threads, N)``, the byte address of
-    load ``j`` of thread ``t``. Returns per-thread elapsed cycles and what happened."""
+    load ``j`` of thread ``t``; ``block_threads``: threads per block (None: one block of all).
+    Returns per-thread elapsed cycles and what happened."""
     addrs = np.asarray(addresses_bytes)
     if addrs.ndim != 2 or addrs.shape[0] < 1 or addrs.shape[1] < 1:
         raise ValueError(
@@ -312,6 +317,8 @@ def simulate_request_kernel(
         raise ValueError("memory_latency_cycles and latency_jitter_cycles must be >= 0")
     addrs = addrs.astype(np.int64)
     threads, n_loads = addrs.shape
+    if block_threads is not None and (block_threads < 1 or block_threads % WARP_THREADS):
+        raise ValueError(f"block_threads must be a positive multiple of 32, got {block_threads}")
     warps = -(-threads // WARP_THREADS)
     g_instr, g_block, g_threads, i_gstart, i_gcount, n_blocks = _groups(addrs, spec.block_bytes)
     unit_instrs, unit_start = _unit_order(warps, n_loads, spec.issue_units)
@@ -332,10 +339,17 @@ def simulate_request_kernel(
     if end >= 1e299:  # pragma: no cover - the event loop left an instruction unissued
         raise RuntimeError("request simulation stalled; please report this with the inputs")
     memory_requests = int(n_alloc) if spec.kind == "mshr" else int(g_instr.size)
-    elapsed = np.full(threads, end + overhead_cycles, dtype=np.float64)
+    load_done = done.reshape(warps, n_loads)
+    if block_threads is None or block_threads >= threads:
+        elapsed = np.full(threads, end + overhead_cycles, dtype=np.float64)
+    else:  # each block's second barrier waits for its own warps only
+        warp_block = np.arange(warps) // (block_threads // WARP_THREADS)
+        block_end = np.zeros(int(warp_block[-1]) + 1)
+        np.maximum.at(block_end, warp_block, load_done.max(axis=1))
+        elapsed = block_end[np.arange(threads) // block_threads] + overhead_cycles
     return RequestRun(
         elapsed_cycles=elapsed,
-        load_done_cycles=done.reshape(warps, n_loads),
+        load_done_cycles=load_done,
         memory_requests=memory_requests,
         stall_cycles=float(stall),
     )
