@@ -207,6 +207,33 @@ def test_kernel_file_defines_every_variant():
     src = (REPO / "kernels" / "requests.cu").read_text()
     assert "DEFINE_PATH(ca, false)" in src and "DEFINE_PATH(cg, true)" in src
     assert all(f"DEFINE_REQUESTS(PATH, CG, {n})" in src for n in range(1, 9))
+    assert "DEFINE_PATH_SM(ca, false)" in src and "DEFINE_PATH_SM(cg, true)" in src
+    assert all(f"DEFINE_REQUESTS_SM(PATH, CG, {n})" in src for n in range(1, 9))
+
+
+def test_thread_range_past_one_block_steps_wide_and_stops_at_the_device():
+    r = ThreadRange(2, None, 2, 256)
+    counts = r.counts(2048)
+    assert counts[:3] == (2, 4, 6) and counts[511] == 1024
+    assert counts[512:] == (1280, 1536, 1792, 2048)
+    assert ThreadRange(2, 1024, 2).counts() == tuple(range(2, 1025, 2))
+    with pytest.raises(ValueError, match="auto"):
+        r.counts()
+
+
+def test_bad_thread_stop_names_the_key_value_and_what_is_allowed():
+    from gpudissect.exceptions import ConfigError
+    from gpudissect.experiments.requests import parse_params
+
+    section = {
+        "enabled": True, "path": "ca", "patterns": ["unq"], "loads_per_thread": [1],
+        "threads": {"start": 2, "stop": "most", "step": 2}, "runs": 1, "warmup_launches": 0,
+        "block_bytes": 128,
+    }  # fmt: skip
+    with pytest.raises(ConfigError, match=r"requests\.threads\.stop: 'most'; allowed: auto"):
+        parse_params(section, "experiments.requests")
+    section["threads"]["stop"] = "auto"
+    assert parse_params(section, "experiments.requests").threads.stop is None
 
 
 # --- twins ----------------------------------------------------------------------------------
@@ -300,6 +327,59 @@ def test_unseen_prt_entries_are_the_range_the_sweeps_allow():
     assert saturation(doc, "unq", 2) == 736 and saturation(doc, "unq", 3) == 480
 
 
+WIDE = RequestsSweep(
+    True,
+    "ca",
+    ("unq", "merger8", "merger32"),
+    tuple(range(1, 9)),
+    ThreadRange(32, None, 32),
+    3,
+    1,
+    128,
+)
+
+
+@pytest.fixture(scope="module")
+def unseen_245():
+    from gpudissect.backends.sim import SimBackend
+
+    def doc(sweep):
+        backend = SimBackend(profile_path=REPO / "tests/data/unseen_prt_245.yaml", seed=1)
+        return analyse(run(backend, sweep, device=None), provenance={"device": "unseen_245"})
+
+    one_block = RequestsSweep(True, "ca", WIDE.patterns, WIDE.loads_per_thread,
+                              ThreadRange(32, 1024, 32), 3, 1, 128)  # fmt: skip
+    return doc(WIDE), doc(one_block)
+
+
+def test_unseen_table_past_one_block_is_recovered_exactly_by_the_sm_wide_sweep(unseen_245):
+    # tests/data/unseen_prt_245.yaml: a 245-entry PRT, scoreboard 6, 2048 threads per SM. One
+    # block holds at most 32 x 6 = 192 instructions in flight; two blocks saturate it at 61
+    # warps (N=4), 49 (N=5) and 40 (N=6): only 245 fits all three
+    wide, _ = unseen_245
+    el = wide["elements"]["requests"]
+    assert el["per_warp_limit"]["value"] == 6
+    assert el["kind"]["value"] == "prt" and el["entries"]["value"] == 245
+    assert el["max_outstanding"]["value"] == 245 * 32
+    assert saturation(wide, "unq", 4) == 1952 and saturation(wide, "unq", 5) == 1568
+    assert saturation(wide, "unq", 6) == 1280
+    # Little's law: a 7840-request table, all requests returning after one round trip, holds
+    # 7840 in flight at 1568 threads x 5 loads; the measured W0 carries the clock noise (1
+    # cycle of 210), so the reading lies within 1 % of it and is bounded by the table
+    q = el["sustained_in_flight"]
+    assert abs(q["value"] - 7840) <= 0.01 * 7840 and q["at_most"] == 7840
+
+
+def test_one_block_leaves_the_same_table_unsaturated_with_lower_bounds(unseen_245):
+    _, one = unseen_245
+    el = one["elements"]["requests"]
+    assert el["entries"]["value"] is None
+    # 1024 threads x 6 loads: 192 warp instructions, 6144 distinct requests held, no stall
+    assert el["entries"]["at_least"] == {"mshr": 6144, "prt": 192}
+    assert el["max_outstanding"]["at_least"] == 6144 and el["max_outstanding"]["at_most"] is None
+    assert "no sweep saturated" in el["max_outstanding"]["at_most_why"]
+
+
 @pytest.mark.parametrize(("n", "paper"), [(2, 680), (3, 454)])
 def test_k20_twin_spikes_where_the_paper_saw_them(k20, n, paper):
     # Sec. 5.2, Figs. 9-10: "a significant spike just after 680 threads" (N=2) and "just after
@@ -346,6 +426,26 @@ def test_gpu_more_requests_take_no_less_time(gpu_backend):
     # 4096 unique blocks vs 32 warp-merged ones at 1024 threads
     assert median(1024, 4, 1) >= median(1024, 1, 32)
     assert median(1024, 4, 1) >= median(2, 1, 1)
+
+
+@pytest.mark.gpu
+def test_gpu_two_blocks_of_one_sm_time_every_thread(gpu_backend):
+    from gpudissect.experiments.requests import RequestsWork
+
+    threads = gpu_backend.facts().max_threads_per_sm
+    if threads <= 1024:
+        pytest.skip(f"the GPU holds {threads} threads per SM: one block")
+
+    def median(threads, n):
+        o = pattern_offsets(threads=threads, loads_per_thread=n, merge_threads=1, block_bytes=128)
+        r = gpu_backend.run(RequestsWork("cg", o, 3, 1))
+        assert r.elapsed_cycles.shape == (3, threads)
+        assert 100 < np.median(r.elapsed_cycles) < 1_000_000
+        return np.median(r.elapsed_cycles)
+
+    # twice the threads of one block, four times the loads: no less time than one block
+    assert median(threads, 4) >= median(1024, 1)
+    assert median(1056, 1) >= median(32, 1)  # a second block holding one warp
 
 
 def test_profile_without_request_table_gives_an_empty_trace_and_undetermined_results():

@@ -226,3 +226,22 @@ def test_bad_specs_name_the_field():
         RequestsSpec(kind="mshr", entries=4, request_slots=8)
     with pytest.raises(ValueError, match="shape"):
         simulate_request_kernel(M2070, addresses_bytes=np.zeros(4, int), memory_latency_cycles=L)
+
+
+def test_blocks_of_one_sm_share_the_table_and_each_sees_its_own_completion():
+    # 64 warps, one request per warp instruction (K = 32), IC = WB = 0, one unit: the 32 warps
+    # of block 0 issue first (warp order) and take the 32 entries at t=0, back at L; block 1's
+    # 32 instructions wait for those releases and return at 2L. With blocks of 1024 threads,
+    # block 0's threads see L, block 1's 2L; as one block every thread sees 2L.
+    spec = prt(32, issue_cycles=0, writeback_cycles=0)
+    addrs = merger_addresses(threads=2048, loads_per_thread=1, threads_per_block=32)
+    two = simulate_request_kernel(
+        spec, addresses_bytes=addrs, memory_latency_cycles=L, block_threads=1024
+    ).elapsed_cycles
+    one = simulate_request_kernel(spec, addresses_bytes=addrs, memory_latency_cycles=L)
+    assert np.all(two[:1024] == L) and np.all(two[1024:] == 2 * L)
+    assert np.all(one.elapsed_cycles == 2 * L)
+    with pytest.raises(ValueError, match="block_threads"):
+        simulate_request_kernel(
+            spec, addresses_bytes=addrs, memory_latency_cycles=L, block_threads=100
+        )

@@ -8,13 +8,15 @@ runs and repeats): its achieved throughput is ``R / T`` requests per cycle. Ever
 at least one unloaded round trip ``W0`` in flight (the latency of the trace's fewest-request
 launch), so by Little's law the SM held on average at least ``L = R x W0 / T`` requests in
 flight over the launch: each ``L`` bounds the SM's limit from below. As launches grow, ``L``
-rises while the SM has room and levels off at what it sustains. The **plateau** is the largest
-``L`` once requests at least `plateau_requests_ratio`-fold past the first point within
-`plateau_tolerance` of that maximum have not raised it: then the sustained requests in flight
-are the median ``L`` of the points past that first one, between their least and largest ``L``.
-Without such a plateau (throughput still rising at the largest launch) the reading is "at
-least" the largest ``L``, undetermined, with the reason. Bytes in flight are requests x
-``block_bytes``.
+rises while the SM has room and levels off at what it sustains. The **plateau** is reached when
+requests grow at least `plateau_requests_ratio`-fold past the first point within
+`plateau_tolerance` of the largest ``L`` without raising it: the sustained requests in flight
+are then that largest ``L`` (a lower bound on what the SM holds at once, by the argument
+above), bounded above by `at_most` where the request table's reading gives one (a table of
+``E`` requests holds no more); the plateau's median and least ``L`` go in the evidence (a table
+that frees its entries in whole round trips sustains less between its steps). Without a plateau
+(throughput still rising at the largest launch) the reading is "at least" the largest ``L``,
+undetermined, with the reason. Bytes in flight are requests x ``block_bytes``.
 """
 
 from __future__ import annotations
@@ -51,9 +53,12 @@ def sustained_in_flight(
     pattern: str = "unq",
     plateau_tolerance: float = 0.05,
     plateau_requests_ratio: float = 2.0,
+    at_most: int | None = None,
+    at_most_why: str | None = None,
 ) -> dict[str, Any]:
     """The Little's-law reading of the `pattern` sweeps (one request per thread and load under
-    UNQ): the sustained requests in flight of one SM, or a lower bound; see the module doc."""
+    UNQ): the sustained requests in flight of one SM, or a lower bound; `at_most`: an upper
+    bound from elsewhere (the request table), `at_most_why` what it is. See the module doc."""
     table = throughput_table(data)
     if table.empty:
         return undetermined("the trace has no launch")
@@ -87,23 +92,28 @@ def sustained_in_flight(
             "at_most": None,
         }
     level = in_flight[past]
-    lo, hi, value = float(level.min()), float(level.max()), float(np.median(level))
-    return quantity(
-        round(value, 1),
-        unit="requests",
-        confidence=0.8 if hi <= 1.5 * lo else 0.6,
-        method=(
-            "Little's law on the latency-against-throughput sweep: requests in flight = "
-            "achieved throughput (requests / completion cycles) x the unloaded round trip; the "
-            "median over the plateau (launches past the first within "
-            f"{plateau_tolerance:.0%} of the largest value)"
-        ),
-        evidence=(
-            f"{basis}; plateau from {int(requests[first])} requests on, {int(past.sum())} "
-            f"launches, {lo:.0f} to {hi:.0f} requests in flight"
-        ),
-    ) | {
-        "range": [round(lo, 1), round(hi, 1)],
-        "bytes": round(value * block, 1),
-        "bytes_range": [round(lo * block, 1), round(hi * block, 1)],
-    }
+    upper = (
+        {"at_most": int(at_most), "at_most_bytes": int(at_most) * block, "at_most_why": at_most_why}
+        if at_most is not None
+        else {"at_most": None, "at_most_why": "the request table gives no upper bound"}
+    )
+    return (
+        quantity(
+            round(best, 1),
+            unit="requests",
+            confidence=0.8 if at_most is not None and best <= at_most else 0.6,
+            method=(
+                "Little's law on the latency-against-throughput sweep: requests in flight at least "
+                "achieved throughput (requests / completion cycles) x the unloaded round trip; the "
+                "largest value once throughput stops rising (plateau within "
+                f"{plateau_tolerance:.0%} over {plateau_requests_ratio:g}x the requests)"
+            ),
+            evidence=(
+                f"{basis}; plateau from {int(requests[first])} requests on, {int(past.sum())} "
+                f"launches, median {float(np.median(level)):.0f}, least {float(level.min()):.0f} "
+                "requests in flight"
+            ),
+        )
+        | {"at_least": round(best, 1), "bytes": round(best * block, 1)}
+        | upper
+    )

@@ -1,8 +1,9 @@
 """Outstanding-request handling of one SM from Thread-Latency sweeps (Lashgar, Salehi &
 Baniasadi, Sec. 3.2 and 5). Sees only the trace.
 
-1. **Thread-Latency curve.** A run's latency is the mean of its threads' t2 - t1; a point's
-   latency is the harmonic mean over runs (the paper's Sec. 4).
+1. **Thread-Latency curve.** A run's latency is the mean of its threads' t2 - t1 (with
+   several blocks on the SM, the slowest block's mean); a point's latency is the harmonic mean
+   over runs (the paper's Sec. 4).
 2. **Variance curve.** The paper's unbiased variance of each point and its two neighbours,
    ``sum_{i=thd-1}^{thd+1} (Lat_i - mu)^2 / 2``. An isolated step of height h puts h^2 / 3 on the
    two points either side of it.
@@ -56,6 +57,7 @@ from .request_table import SweepResult, classify
 from .result import quantity, undetermined
 
 KEYS = ["pattern", "merge_threads", "loads_per_thread"]
+BLOCK_THREADS = 1024  # threads of one block; a launch of more fills blocks of 1024 in order
 __all__ = [
     "Spike",
     "SpikeDetector",
@@ -86,9 +88,7 @@ def thread_latency_table(data: pd.DataFrame) -> pd.DataFrame:
     lengths = np.fromiter((len(a) for a in data["elapsed_cycles"]), np.int64, len(data))
     if (lengths == 0).any():
         raise AnalysisError("a launch recorded no thread times")
-    # integer cycles: every sum is exact in float64 (below 2^53), whatever the order
-    sums = (np.asarray(a).sum(dtype=np.float64) for a in data["elapsed_cycles"])
-    per_run = np.fromiter(sums, np.float64, len(data)) / lengths
+    per_run = np.fromiter(map(_run_latency, data["elapsed_cycles"]), np.float64, len(data))
     df = data[[*KEYS, "threads"]].assign(run_latency=per_run)
     g = df.groupby([*KEYS, "threads"], sort=True)["run_latency"]
     out = g.agg(
@@ -96,6 +96,20 @@ def thread_latency_table(data: pd.DataFrame) -> pd.DataFrame:
         runs="size",
     )
     return out.reset_index()
+
+
+def _run_latency(elapsed) -> float:
+    """A run's latency: the mean of its threads' times; with several blocks on the SM (threads
+    t in block t // 1024, as the sweep fills them) the slowest block's mean, when the SM's last
+    load completes."""
+    a = np.asarray(elapsed)
+    # integer cycles: every sum is exact in float64 (below 2^53), whatever the order
+    if a.size <= BLOCK_THREADS:
+        return float(a.sum(dtype=np.float64)) / a.size
+    return max(
+        float(a[i : i + BLOCK_THREADS].sum(dtype=np.float64)) / a[i : i + BLOCK_THREADS].size
+        for i in range(0, a.size, BLOCK_THREADS)
+    )
 
 
 def figure_table(data: pd.DataFrame, doc: dict[str, Any]) -> pd.DataFrame:
@@ -186,7 +200,7 @@ def analyse(
     element = classify(agreement.repeating, limit=limit)
     _note_repeats(element, agreement)
     element["per_warp_limit"] = limit_q
-    element["sustained_in_flight"] = sustained_in_flight(data)
+    element["sustained_in_flight"] = _in_flight(data, element["max_outstanding"])
     footprint = {"max_footprint_bytes": int(data["footprint_bytes"].max())}
     l2_path = (inputs or {}).get("l2_flush")
     if l2_path and Path(l2_path).is_file():
@@ -202,6 +216,16 @@ def analyse(
         "repeats": _repeats_block(agreement, data),
         "footprint": footprint,
     }
+
+
+def _in_flight(data: pd.DataFrame, outstanding: dict[str, Any]) -> dict[str, Any]:
+    """The Little's-law reading, bounded above by the request table's requests in flight (its
+    value, or the top of its range) where the table reading gives them."""
+    top = outstanding.get("value")
+    if top is None and outstanding.get("range"):
+        top = outstanding["range"][1]
+    why = None if top is None else "the request table's requests in flight (max_outstanding)"
+    return sustained_in_flight(data, at_most=top, at_most_why=why)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -8,8 +8,8 @@ from typing import Any
 
 import numpy as np
 
-from ..experiments.l2_flush import ELEMENT_BYTES, CopyResult, CopyWork
 from ..exceptions import GpuDissectError
+from ..experiments.l2_flush import ELEMENT_BYTES, CopyResult, CopyWork
 from ..experiments.requests import BLOCK_THREADS, RequestsResult, RequestsWork
 from .base import handles
 
