@@ -70,7 +70,8 @@ SCHEMA = pa.schema(
 @dataclass(frozen=True)
 class ThreadRange:
     """Thread counts from start to stop (None: `auto`, the device's most threads per SM) in
-    steps of `step` up to one block (1024 threads), of `wide_step` beyond (default `step`)."""
+    steps of `step` up to one block (1024 threads), then from 1024 + `wide_step` in steps of
+    `wide_step` (default `step`)."""
 
     start: int
     stop: int | None
@@ -84,9 +85,8 @@ class ThreadRange:
         narrow = tuple(range(self.start, min(stop, BLOCK_THREADS) + 1, self.step))
         if stop <= BLOCK_THREADS:
             return narrow
-        first = narrow[-1] if narrow else self.start - (self.wide_step or self.step)
-        return narrow + tuple(range(first + (self.wide_step or self.step), stop + 1,
-                                    self.wide_step or self.step))  # fmt: skip
+        wide = self.wide_step or self.step
+        return narrow + tuple(range(BLOCK_THREADS + wide, stop + 1, wide))
 
 
 def blocks_of(threads: int) -> int:

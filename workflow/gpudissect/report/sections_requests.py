@@ -32,11 +32,24 @@ def _q(q: dict[str, Any] | None) -> str:
     if not q:
         return "—"
     if q.get("value") is None:
-        return f"undetermined: {q.get('undetermined', 'no reason recorded')}"
+        return f"undetermined: {q.get('undetermined', 'no reason recorded')}{_bounds(q)}"
     v = q["value"]
     rng = q.get("range")
     extra = f" (consistent: {rng[0]}–{rng[1]})" if rng and rng[0] != rng[1] else ""
+    if q.get("at_most") is not None and not extra:
+        extra = f" (at least {q.get('at_least', v)}, at most {q['at_most']})"
     return f"**{v}**{extra}"
+
+
+def _bounds(q: dict[str, Any]) -> str:
+    """' (at least X, at most Y)' of a quantity that carries bounds; '' without."""
+    if "at_least" not in q:
+        return ""
+    low = q["at_least"]
+    if isinstance(low, dict):  # by table model
+        low = ", ".join(f"{v} under {k.upper()}" for k, v in low.items())
+    high = q.get("at_most")
+    return f" (at least {low}; at most {high if high is not None else 'not bounded'})"
 
 
 def _cite(p: dict[str, Any] | None) -> str:
@@ -71,7 +84,9 @@ def requests_section(doc: dict[str, Any], figures: list[str]) -> list[str]:
         "| quantity | measured | confidence | paper |",
         "| --- | --- | --- | --- |",
     ]
-    for key in ("kind", "entries", "merge_capacity", "max_outstanding", "per_warp_limit"):
+    keys = ("kind", "entries", "merge_capacity", "max_outstanding", "per_warp_limit",
+            "sustained_in_flight")  # fmt: skip
+    for key in keys:
         q = el.get(key, {})
         lines.append(f"| {key} | {_q(q)} | {conf(q)} | {_cite(pr.get(key))} |")
     lines.append("")
