@@ -48,3 +48,6 @@ def test_throughput_still_rising_is_a_lower_bound_never_a_plateau():
     doc = sustained_in_flight(trace(lambda r: W0))
     assert doc["value"] is None and "still rising" in doc["undetermined"]
     assert doc["at_least"] == 4 * 2048 and doc["at_most"] is None
+    # an upper bound from the request table closes the interval: never a bare "at least"
+    closed = sustained_in_flight(trace(lambda r: W0), at_most=10_000, at_most_why="table")
+    assert closed["value"] is None and (closed["at_least"], closed["at_most"]) == (8192, 10_000)

@@ -15,8 +15,9 @@ are then that largest ``L`` (a lower bound on what the SM holds at once, by the 
 above), bounded above by `at_most` where the request table's reading gives one (a table of
 ``E`` requests holds no more); the plateau's median and least ``L`` go in the evidence (a table
 that frees its entries in whole round trips sustains less between its steps). Without a plateau
-(throughput still rising at the largest launch) the reading is "at least" the largest ``L``,
-undetermined, with the reason. Bytes in flight are requests x ``block_bytes``.
+(throughput still rising at the largest launch) the reading is undetermined, with the reason,
+between "at least" the largest ``L`` and `at_most` where given. Bytes in flight are
+requests x ``block_bytes``.
 """
 
 from __future__ import annotations
@@ -80,23 +81,26 @@ def sustained_in_flight(
         f"{int(requests.max())} requests; the largest R x W0 / T is {best:.0f} requests at "
         f"{int(requests[int(np.argmax(in_flight))])} requests"
     )
+    upper = (
+        {"at_most": int(at_most), "at_most_bytes": int(at_most) * block, "at_most_why": at_most_why}
+        if at_most is not None
+        else {"at_most": None, "at_most_why": "the request table gives no upper bound"}
+    )
     if requests.max() < plateau_requests_ratio * requests[first]:
         why = (
             f"throughput still rising: R x W0 / T comes within {plateau_tolerance:.0%} of its "
             f"largest value only at {int(requests[first])} requests, and the sweep ends at "
             f"{int(requests.max())} (a plateau needs {plateau_requests_ratio:g}x that); {basis}"
         )
-        return undetermined(why) | {
-            "at_least": round(best, 1),
-            "at_least_bytes": round(best * block, 1),
-            "at_most": None,
-        }
+        return (
+            undetermined(why)
+            | {
+                "at_least": round(best, 1),
+                "at_least_bytes": round(best * block, 1),
+            }
+            | upper
+        )
     level = in_flight[past]
-    upper = (
-        {"at_most": int(at_most), "at_most_bytes": int(at_most) * block, "at_most_why": at_most_why}
-        if at_most is not None
-        else {"at_most": None, "at_most_why": "the request table gives no upper bound"}
-    )
     return (
         quantity(
             round(best, 1),
