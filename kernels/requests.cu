@@ -15,15 +15,17 @@
 // plain ld.global (L1 + L2 on GPUs that cache globals in L1), cg is ld.global.cg (L2 only).
 //
 // Past one block: req_<path>_sm_n<N> runs the threads of one SM as `blocks` co-resident blocks
-// (launched as SM count x blocks blocks of 1024 threads; threads past `threads` idle). Each
+// (launched as SM count x blocks blocks of blockDim.x threads; threads past `threads` idle). Each
 // block reads %smid and takes a slot on its SM with an atomic; only the first `blocks` blocks
 // of SM `target_sm` go on, the others exit at once. They wait for each other (a spin on the
 // slot counter, bounded by `spin_cycles`), then time their loads as above; each block writes
-// its t1 and t2 (the SM's clock) to `block_clocks[2 * slot]`, and thread `slot * 1024 + tid`
-// loads offsets_bytes[j * threads + slot * 1024 + tid]. `arrived[smid]` counts the blocks each
+// its t1 and t2 (the SM's clock) to `block_clocks[2 * slot]`, and thread
+// `slot * blockDim.x + tid` loads offsets_bytes[j * threads + slot * blockDim.x + tid]. `arrived[smid]` counts the blocks each
 // SM received (the host picks another target when the target got fewer than `blocks`);
 // `gathered` is set to the number of blocks that found all others before timing.
-// __launch_bounds__(1024, 2) keeps two 1024-thread blocks co-resident (at most 32 registers).
+// __launch_bounds__(1024, 2) keeps two 1024-thread blocks co-resident (at most 32 registers);
+// nvcc warns that the 2 is out of range on archs holding fewer than 2048 threads per SM, where
+// the blocks are smaller (the host splits the threads evenly).
 
 __device__ __forceinline__ unsigned long long clock64_volatile()
 {
@@ -146,7 +148,7 @@ __device__ __forceinline__ void requests_sm(const char *__restrict__ data,
     const unsigned int slot = s_slot;
     if (slot == 0xFFFFFFFFu)
         return; // the whole block leaves together
-    const unsigned int t = slot * 1024u + tid;
+    const unsigned int t = slot * blockDim.x + tid;
     const bool active = t < threads;
     const char *addr[N];
     unsigned int check = 0;

@@ -221,6 +221,16 @@ def test_thread_range_past_one_block_steps_wide_and_stops_at_the_device():
         r.counts()
 
 
+def test_threads_past_one_block_are_split_evenly_in_whole_warps():
+    from gpudissect.experiments.requests import block_threads_of, blocks_of
+
+    # 1536 threads: two blocks of 768 (an SM that holds 1536 threads holds both), not 1024 + 512
+    assert (blocks_of(1536), block_threads_of(1536)) == (2, 768)
+    assert (blocks_of(1056), block_threads_of(1056)) == (2, 544)  # 528 rounded up to 17 warps
+    assert (blocks_of(2048), block_threads_of(2048)) == (2, 1024)
+    assert (blocks_of(1000), block_threads_of(1000)) == (1, 1000)
+
+
 def test_bad_thread_stop_names_the_key_value_and_what_is_allowed():
     from gpudissect.exceptions import ConfigError
     from gpudissect.experiments.requests import parse_params

@@ -57,7 +57,6 @@ from .request_table import SweepResult, classify
 from .result import quantity, undetermined
 
 KEYS = ["pattern", "merge_threads", "loads_per_thread"]
-BLOCK_THREADS = 1024  # threads of one block; a launch of more fills blocks of 1024 in order
 __all__ = [
     "Spike",
     "SpikeDetector",
@@ -88,7 +87,10 @@ def thread_latency_table(data: pd.DataFrame) -> pd.DataFrame:
     lengths = np.fromiter((len(a) for a in data["elapsed_cycles"]), np.int64, len(data))
     if (lengths == 0).any():
         raise AnalysisError("a launch recorded no thread times")
-    per_run = np.fromiter(map(_run_latency, data["elapsed_cycles"]), np.float64, len(data))
+    # a trace without the column (one block per launch) times each launch as one block
+    per_block = data["block_threads"] if "block_threads" in data.columns else lengths
+    runs = map(_run_latency, data["elapsed_cycles"], per_block)
+    per_run = np.fromiter(runs, np.float64, len(data))
     df = data[[*KEYS, "threads"]].assign(run_latency=per_run)
     g = df.groupby([*KEYS, "threads"], sort=True)["run_latency"]
     out = g.agg(
@@ -98,17 +100,17 @@ def thread_latency_table(data: pd.DataFrame) -> pd.DataFrame:
     return out.reset_index()
 
 
-def _run_latency(elapsed) -> float:
-    """A run's latency: the mean of its threads' times; with several blocks on the SM (threads
-    t in block t // 1024, as the sweep fills them) the slowest block's mean, when the SM's last
-    load completes."""
+def _run_latency(elapsed, block_threads: int) -> float:
+    """A run's latency: the mean of its threads' times; with several blocks on the SM (thread t
+    in block t // `block_threads`, the trace's column) the slowest block's mean, when the SM's
+    last load completes."""
     a = np.asarray(elapsed)
     # integer cycles: every sum is exact in float64 (below 2^53), whatever the order
-    if a.size <= BLOCK_THREADS:
+    if a.size <= block_threads:
         return float(a.sum(dtype=np.float64)) / a.size
     return max(
-        float(a[i : i + BLOCK_THREADS].sum(dtype=np.float64)) / a[i : i + BLOCK_THREADS].size
-        for i in range(0, a.size, BLOCK_THREADS)
+        float(a[i : i + block_threads].sum(dtype=np.float64)) / a[i : i + block_threads].size
+        for i in range(0, a.size, block_threads)
     )
 
 

@@ -10,7 +10,7 @@ import numpy as np
 
 from ..exceptions import GpuDissectError
 from ..experiments.l2_flush import ELEMENT_BYTES, CopyResult, CopyWork
-from ..experiments.requests import BLOCK_THREADS, RequestsResult, RequestsWork
+from ..experiments.requests import RequestsResult, RequestsWork
 from .base import handles
 
 MAX_SMID = 1024  # kernels/requests.cu: size of the per-SM slot counters
@@ -90,7 +90,9 @@ def _run_requests_sm(backend, work: RequestsWork) -> RequestsResult:
     whose target SM received fewer blocks is repeated with the SM that received the most as
     target (a few tries); each thread's time is its block's t2 minus the earliest t1."""
     drv = backend.drv
-    n, threads, blocks = work.loads_per_thread, work.threads, work.blocks
+    n, threads, blocks, per_block = (
+        work.loads_per_thread, work.threads, work.blocks, work.block_threads
+    )  # fmt: skip
     fn = backend.function("requests", f"req_{work.path}_sm_n{n}", "PPIIIQPPPP")
     buffers = _buffers(backend)
     data_bytes = int(work.offsets_bytes.max()) + 4
@@ -106,7 +108,7 @@ def _run_requests_sm(backend, work: RequestsWork) -> RequestsResult:
     counts = np.zeros(MAX_SMID, dtype=np.uint32)
     got = np.zeros(1, dtype=np.uint32)
     stamps = np.zeros(2 * blocks, dtype=np.uint64)
-    block_of = np.arange(threads) // BLOCK_THREADS
+    block_of = np.arange(threads) // per_block
     out = np.empty((work.runs, threads), dtype=np.uint32)
     target = getattr(backend, "_requests_target_sm", 0)
     for r in range(-work.warmup_launches, work.runs):
@@ -114,7 +116,7 @@ def _run_requests_sm(backend, work: RequestsWork) -> RequestsResult:
             drv.memset_d32(arrived, 0, MAX_SMID)
             drv.memset_d32(gathered, 0, 1)
             fn.prepared_call(
-                (grid, 1), (BLOCK_THREADS, 1, 1), data, offsets, np.uint32(threads),
+                (grid, 1), (per_block, 1, 1), data, offsets, np.uint32(threads),
                 np.uint32(blocks), np.uint32(target), np.uint64(SPIN_CYCLES), arrived, gathered,
                 sink, clocks,
             )  # fmt: skip
@@ -125,7 +127,7 @@ def _run_requests_sm(backend, work: RequestsWork) -> RequestsResult:
             target = int(np.argmax(counts))
         else:
             raise GpuDissectError(
-                f"requests: no SM held {blocks} co-resident blocks of {BLOCK_THREADS} threads "
+                f"requests: no SM held {blocks} co-resident blocks of {per_block} threads "
                 f"(blocks received per SM: {sorted(set(counts[counts > 0].tolist()))}); the "
                 "kernel needs them resident together (registers, shared memory)"
             )

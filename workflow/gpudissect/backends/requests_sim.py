@@ -10,7 +10,7 @@ import numpy as np
 
 from ..exceptions import ProfileError
 from ..experiments.l2_flush import CopyResult, CopyWork
-from ..experiments.requests import BLOCK_THREADS, NoRequestTable, RequestsResult, RequestsWork
+from ..experiments.requests import NoRequestTable, RequestsResult, RequestsWork
 from .base import handles
 from .seeding import point_seed
 
@@ -63,7 +63,7 @@ def run_requests(backend, work: RequestsWork, *, seed: int = 0) -> RequestsResul
             profile.requests,
             addresses_bytes=work.offsets_bytes.astype(np.int64),
             memory_latency_cycles=memory_latency_cycles(profile, work.path),
-            block_threads=BLOCK_THREADS,
+            block_threads=work.block_threads,
         )
         elapsed = cache[key] = np.asarray(sim.elapsed_cycles, dtype=np.float64)
     rng = np.random.default_rng(point_seed(backend.seed, seed))

@@ -10,11 +10,11 @@ here once and executed by either backend (`backends/requests_sim.py`, `requests_
 
 **Past one block.** `threads.stop: auto` takes the device's most threads per SM from the
 driver's facts (the profile's on sim); counts above one block (1024 threads) step by
-`threads.wide_step` and run as several co-resident blocks of at most 1024 threads (filled in
-order) on one SM: the GPU launches SM count x blocks, every block takes a slot on its SM by
-%smid, and only the first `blocks` of one target SM wait for each other and time their loads
-(`kernels/requests.cu`, `req_<path>_sm_n<N>`); each thread's time runs from the blocks' common
-start to its own block's completion.
+`threads.wide_step` and run as several co-resident blocks of at most 1024 threads (an even
+share each, in whole warps) on one SM: the GPU launches SM count x blocks, every block takes a
+slot on its SM by %smid, and only the first `blocks` of one target SM wait for each other and
+time their loads (`kernels/requests.cu`, `req_<path>_sm_n<N>`); each thread's time runs from
+the blocks' common start to its own block's completion.
 
 **Scoreboard first.** Every sweep's smallest launch runs before the rest of the pass, so the
 per-warp scoreboard limit (which compares them) is read from the first launches of all N.
@@ -58,6 +58,7 @@ SCHEMA = pa.schema(
         pa.field("loads_per_thread", pa.int8()),
         pa.field("threads", pa.int16()),  # threads of the SM, over all its blocks
         pa.field("blocks", pa.int16()),  # co-resident blocks of one SM holding them
+        pa.field("block_threads", pa.int16()),  # threads of each block (thread t: t // this)
         pa.field("run", pa.int8()),
         pa.field("block_bytes", pa.int32()),
         pa.field("footprint_bytes", pa.int64()),  # distinct blocks x block_bytes
@@ -90,8 +91,19 @@ class ThreadRange:
 
 
 def blocks_of(threads: int) -> int:
-    """Co-resident blocks that hold `threads` threads of one SM (1024 per block, in order)."""
+    """Co-resident blocks that hold `threads` threads of one SM (at most 1024 per block)."""
     return -(-threads // BLOCK_THREADS)
+
+
+def block_threads_of(threads: int) -> int:
+    """Threads of each block (the last may hold fewer): an even share of `threads` over
+    `blocks_of(threads)` blocks, rounded up to whole warps, so two blocks of 1536 threads per SM
+    fit an SM that holds 1536; thread t runs in block t // block_threads_of(threads)."""
+    blocks = blocks_of(threads)
+    if blocks == 1:
+        return threads
+    share = -(-threads // blocks)
+    return 32 * -(-share // 32)
 
 
 @dataclass(frozen=True)
@@ -173,7 +185,7 @@ class RequestsWork:
     offsets_bytes: np.ndarray  # uint32, shape (threads, loads per thread)
     runs: int
     warmup_launches: int = 0
-    # threads t of one SM run in block t // BLOCK_THREADS (several co-resident blocks past 1024)
+    # thread t of one SM runs in block t // block_threads (several co-resident blocks past 1024)
 
     def __post_init__(self) -> None:
         o = self.offsets_bytes
@@ -196,6 +208,10 @@ class RequestsWork:
     @property
     def blocks(self) -> int:
         return blocks_of(self.threads)
+
+    @property
+    def block_threads(self) -> int:
+        return block_threads_of(self.threads)
 
 
 class NoRequestTable(DeviceUnavailable):
@@ -339,6 +355,7 @@ def _run_once(
             cols["loads_per_thread"].append(p.loads_per_thread)
             cols["threads"].append(p.threads)
             cols["blocks"].append(blocks_of(p.threads))
+            cols["block_threads"].append(block_threads_of(p.threads))
             cols["run"].append(r)
             cols["block_bytes"].append(sweep.block_bytes)
             cols["footprint_bytes"].append(footprint)

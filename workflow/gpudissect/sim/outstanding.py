@@ -317,8 +317,13 @@ def simulate_request_kernel(
         raise ValueError("memory_latency_cycles and latency_jitter_cycles must be >= 0")
     addrs = addrs.astype(np.int64)
     threads, n_loads = addrs.shape
-    if block_threads is not None and (block_threads < 1 or block_threads % WARP_THREADS):
-        raise ValueError(f"block_threads must be a positive multiple of 32, got {block_threads}")
+    if block_threads is not None and (
+        block_threads < 1 or (block_threads < threads and block_threads % WARP_THREADS)
+    ):
+        raise ValueError(
+            f"block_threads must be >= 1, and a multiple of 32 below the {threads} threads, got "
+            f"{block_threads}"
+        )
     warps = -(-threads // WARP_THREADS)
     g_instr, g_block, g_threads, i_gstart, i_gcount, n_blocks = _groups(addrs, spec.block_bytes)
     unit_instrs, unit_start = _unit_order(warps, n_loads, spec.issue_units)
