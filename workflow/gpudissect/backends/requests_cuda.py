@@ -104,7 +104,9 @@ def _run_requests_sm(backend, work: RequestsWork) -> RequestsResult:
     clocks = buffers.get("block_clocks", 2 * blocks * 8)
     drv.memcpy_htod(offsets, np.ascontiguousarray(work.offsets_bytes.T))  # [j * threads + t]
     drv.memcpy_htod(data, buffers.pinned("data", data_bytes))
-    grid = backend.facts().sm_count * blocks
+    # the SM count straight from the driver attribute (backend.facts() also asks NVML)
+    sms = backend.device.get_attribute(drv.device_attribute.MULTIPROCESSOR_COUNT)
+    grid = int(sms) * blocks
     counts = np.zeros(MAX_SMID, dtype=np.uint32)
     got = np.zeros(1, dtype=np.uint32)
     stamps = np.zeros(2 * blocks, dtype=np.uint64)
