@@ -301,6 +301,7 @@ def analyse(
     line_bytes = int(data["line_bytes"].iloc[0])
     window = int(data["window_bytes"].iloc[0])
     bits = list(range(line_bytes.bit_length() - 1, window.bit_length() - 1))
+    doc["probed_bits"] = probed_bits(data, bits, provenance)
     doc["threshold_cycles"] = quantity(
         threshold,
         unit="cycles",
@@ -338,6 +339,35 @@ def analyse(
     doc["tests"] = {k: int(v) for k, v in data.groupby("kind")["test"].nunique().items()}
     doc["launches"] = int(data["point"].nunique())
     return doc
+
+
+def probed_bits(data: pd.DataFrame, bits: list[int], provenance: dict) -> dict[str, Any]:
+    """The address bits the probes and stride walks reached (those of the window's offsets)
+    and why the ones above were not: a window aligned to its size W takes 2 W of memory."""
+    window = 1 << (bits[-1] + 1)
+    params = provenance.get("config", {}).get("parameters", {})
+    memory = int(data["memory_bytes"].iloc[0]) if "memory_bytes" in data else -1
+    bound = params.get("max_probe_window_bytes")
+    if params.get("probe_window_bytes") != "auto":
+        why = (
+            f"the window of {window} bytes the config fixed (window_bytes or "
+            "probe_window_bytes; probe_window_bytes: auto sizes it from the device's memory)"
+        )
+    elif memory < 0:
+        why = f"the device reports no memory size, so the window stays {window} bytes"
+    elif bound is not None and window >= int(bound):
+        why = f"the window of {window} bytes is bounded by max_probe_window_bytes ({bound})"
+    else:
+        reserve = params.get("memory_reserve_bytes")
+        why = (
+            f"a window of {2 * window} bytes, aligned to its size, takes {4 * window} bytes of "
+            f"the device's {memory} (less memory_reserve_bytes {reserve}) to place"
+        )
+    return {
+        "value": [bits[0], bits[-1]],
+        "unit": "address bits",
+        "not_probed": f"bits {bits[-1] + 1} and above: {why}",
+    }
 
 
 def modulo_fit(data: pd.DataFrame, eq: pd.DataFrame) -> dict[str, Any] | None:
@@ -521,6 +551,7 @@ def _validation(
         rows.append(
             {
                 "stride_lines": r.stride_lines,
+                "stride_bytes": r.stride_lines * line_bytes,
                 "measured_lines": r.measured_lines,
                 "predicted_lines": pred,
                 "limited_by": limit,

@@ -9,9 +9,10 @@ the trace; `kind` names the phase):
    `detail` 0); as many other lines touched once, then, after a walk of more lines than the L1
    holds, once more (L1 misses served by the L2; `detail` 1): the hit/miss threshold
    (`analysis.l1_decisions`).
-2. `stride`: per stride of k lines (k = 1..`max_stride_lines`), the largest cyclic walk of N
-   lines at that stride (from the window's first line; `walk_passes` passes, the last one
-   timed) that still hits, by bisection over N up to `max_footprint_lines`.
+2. `stride`: per stride of k lines (k = 1..`max_stride_lines`, then every power of two up to
+   `max_stride_bytes`), the largest cyclic walk of N lines at that stride (from the window's
+   first line; `walk_passes` passes, the last one timed) that still hits, by bisection over N
+   up to `max_footprint_lines` or as many lines as the probe window holds at that stride.
 3. `pool`, `reduce`, `confirm`, `verify_full`, `verify_drop`: per target (`targets`), a
    minimal overloaded set by group testing (the reduction of Vila et al., IEEE S&P 2019): from
    a random pool of `pool_factor` times the stride-1 capacity, split the candidates into G
@@ -24,7 +25,10 @@ the trace; `kind` names the phase):
    candidates does. The set is then verified (the whole set is overloaded, each set minus one
    line is not). Its lines are W + 1 of one set: the ways, and the target x0 (its first line).
 4. `member`: the index function's kernel at the first verified target x0 (Maurice et al., RAID
-   2015): a line x0 ^ v (v over the window's address bits above the line) is in x0's set when
+   2015): a line x0 ^ v (v over the probe window's address bits above the line: the window of
+   `probe_window_bytes`, by default the largest aligned power of two the device's memory
+   holds twice, so that the masks may use every bit an allocation spans; the calibration and
+   the pools stay in its first `window_bytes`) is in x0's set when
    it overloads a walk with W known lines of that set; single bits, then pairs, then random
    vectors outside the span of the members found, until `stop_factor` * 2^(bits - dimension)
    vectors in a row are not. A probe that reads a member is tested twice.
@@ -76,6 +80,9 @@ SCHEMA = pa.schema(
         pa.field("window_bytes", pa.int64()),
         pa.field("latency_cycles", pa.uint32()),
         pa.field("sm_clock_mhz", pa.float32()),
+        # the device memory the probe window was sized from (-1: the config fixed the window,
+        # or the device reports no memory size)
+        pa.field("memory_bytes", pa.int64()),
     ]
 )
 
@@ -106,11 +113,28 @@ class L1SetsParams:
     max_reduction_tests: int
     max_launches: int
     seed: int
+    # the window of the probes and the stride walks: None (the pools' window_bytes), a power
+    # of two, or "auto" (probe_window)
+    probe_window_bytes: int | str | None = None
+    max_probe_window_bytes: int = 1 << 37
+    memory_reserve_bytes: int = 8 << 30
+    # power-of-two strides above max_stride_lines up to this (0: none)
+    max_stride_bytes: int = 0
 
 
 def parse_params(section: dict, key: str) -> L1SetsParams:
-    p = L1SetsParams(**{f: section[f] for f in L1SetsParams.__dataclass_fields__})
-    for name in ("line_bytes", "window_bytes"):
+    p = L1SetsParams(**{f: section[f] for f in L1SetsParams.__dataclass_fields__ if f in section})
+    pw = p.probe_window_bytes
+    if (
+        pw is not None
+        and pw != "auto"
+        and (not isinstance(pw, int) or pw & (pw - 1) or pw < p.window_bytes)
+    ):
+        raise ConfigError(
+            f"{key}.probe_window_bytes: {pw!r}; allowed: auto, or a power of two of at least "
+            f"window_bytes ({p.window_bytes})"
+        )
+    for name in ("line_bytes", "window_bytes", "max_probe_window_bytes"):
         v = getattr(p, name)
         if v & (v - 1):
             raise ConfigError(f"{key}.{name}: {v}; allowed: a power of two")
@@ -131,6 +155,10 @@ def parse_params(section: dict, key: str) -> L1SetsParams:
             f"{key}.walk_passes/set_passes: a line has {p.line_bytes // 8} words, one per "
             "visit in a launch; allowed: fewer passes"
         )
+    if p.max_stride_bytes < 0 or p.max_stride_bytes & (p.max_stride_bytes - 1):
+        raise ConfigError(
+            f"{key}.max_stride_bytes: {p.max_stride_bytes}; allowed: 0 or a power of two"
+        )
     if p.timed_passes >= p.set_passes:
         raise ConfigError(
             f"{key}.timed_passes: {p.timed_passes}; allowed: fewer than set_passes "
@@ -143,13 +171,43 @@ class _OutOfLaunches(Exception):
     pass
 
 
+def probe_window(p: L1SetsParams, memory_bytes: int | None) -> int:
+    """The window of the probes and stride walks: as configured, or ("auto") the largest power
+    of two W <= `max_probe_window_bytes` whose aligned placement (a GPU allocates 2 W) fits
+    the device's memory less `memory_reserve_bytes`; `window_bytes` when the device reports
+    no memory size or holds no larger window."""
+    if p.probe_window_bytes is None:
+        return p.window_bytes
+    if p.probe_window_bytes != "auto":
+        return int(p.probe_window_bytes)
+    if not memory_bytes:
+        return p.window_bytes
+    room = (int(memory_bytes) - p.memory_reserve_bytes) // 2
+    if room < p.window_bytes:
+        return p.window_bytes
+    return min(1 << (room.bit_length() - 1), p.max_probe_window_bytes)
+
+
+def strides(p: L1SetsParams) -> list[int]:
+    """Strides in lines: 1..max_stride_lines, then every power of two up to max_stride_bytes."""
+    out = list(range(1, p.max_stride_lines + 1))
+    k = 1 << p.max_stride_lines.bit_length()
+    while k * p.line_bytes <= p.max_stride_bytes:
+        out.append(k)
+        k *= 2
+    return out
+
+
 class _Driver:
     """Runs tests (packed into launches) and keeps every timed access as a trace row."""
 
     def __init__(self, backend: Backend, p: L1SetsParams, progress) -> None:
         self.backend, self.p, self.progress = backend, p, progress
         self.rng = np.random.default_rng(p.seed)
-        self.lines = p.window_bytes // p.line_bytes
+        self.lines = p.window_bytes // p.line_bytes  # the pools' and calibration's lines
+        memory = backend.facts().total_memory_bytes if p.probe_window_bytes == "auto" else None
+        self.memory_bytes = int(memory) if memory else -1
+        self.window = probe_window(p, memory)
         self.carveout = p.carveout_pct if backend.supports_carveout else None
         self.frames: list[dict[str, np.ndarray]] = []
         self.launches = 0
@@ -161,7 +219,7 @@ class _Driver:
         """Latencies of each test's timed accesses; `meta` = (subject, detail, set_lines) each."""
         launches = pack(
             tests,
-            window_bytes=self.p.window_bytes,
+            window_bytes=self.window,
             line_bytes=self.p.line_bytes,
             shared_buffer_bytes=self.p.shared_buffer_bytes,
             carveout_pct=self.carveout,
@@ -259,7 +317,9 @@ class _Driver:
         return walk_hits(lat, self.threshold, self.p.miss_tolerance)
 
     def stride_capacity(self, k: int) -> int:
-        top = self.p.max_footprint_lines
+        top = min(self.p.max_footprint_lines, self.window // (k * self.p.line_bytes))
+        if top < 1:
+            return 0
         if self.footprint_hits(k, top):
             return top
         lo, hi = 0, top  # lo hits (0 lines trivially), hi misses
@@ -347,7 +407,7 @@ class _Driver:
         minimal overloaded set, x0 its first line)."""
         p = self.p
         shift = p.line_bytes.bit_length() - 1
-        bits = list(range(shift, p.window_bytes.bit_length() - 1))
+        bits = list(range(shift, self.window.bit_length() - 1))
         basis = gf2.Basis()
         members = evset.tolist()
         ways = len(evset) - 1
@@ -382,7 +442,7 @@ class _Driver:
         found: list[int] = []
         p = self.p
         shift = p.line_bytes.bit_length() - 1
-        bits = p.window_bytes.bit_length() - 1 - shift
+        bits = self.window.bit_length() - 1 - shift
         for j, x, evset in sets:
             members = evset.tolist()
             vs = [basis.random_member(self.rng) for _ in range(p.check_probes)] if basis.dim else []
@@ -459,7 +519,10 @@ def _phases(d: _Driver, p: L1SetsParams, progress) -> None:
     if d.threshold is None:
         log.warning("l1_sets: L1 hits and misses overlap; no eviction sets")
         return
-    capacity = {k: d.stride_capacity(k) for k in range(1, p.max_stride_lines + 1)}
+    log.info(
+        "l1_sets: probe window %d bytes (address bits 0-%d)", d.window, d.window.bit_length() - 2
+    )
+    capacity = {k: d.stride_capacity(k) for k in strides(p)}
     done(1)
     found: list[tuple[int, int, np.ndarray]] = []
     pool = max(int(p.pool_factor * capacity[1]), 16)
@@ -484,5 +547,6 @@ def _frame(d: _Driver, p: L1SetsParams) -> pd.DataFrame:
     cols = {k: np.concatenate([f[k] for f in d.frames]) for k in d.frames[0]}
     df = pd.DataFrame(cols)
     df["line_bytes"] = np.int32(p.line_bytes)
-    df["window_bytes"] = np.int64(p.window_bytes)
+    df["window_bytes"] = np.int64(d.window)
+    df["memory_bytes"] = np.int64(d.memory_bytes)
     return df[[f.name for f in SCHEMA]]

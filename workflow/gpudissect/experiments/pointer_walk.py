@@ -91,10 +91,12 @@ class Launch:
 
 class _Slots:
     """Word slots of the lines of one launch being packed (with undo of a test that does not
-    fit): the next free word of every line, in an array indexed by line."""
+    fit): the next free word of every line seen, beside the sorted line numbers (a window of
+    many GiB has too many lines for an array indexed by line)."""
 
     def __init__(self, words_per_line: int) -> None:
         self.words = words_per_line
+        self.keys = np.zeros(0, dtype=np.int64)
         self.next = np.zeros(0, dtype=np.int32)
 
     def place(self, lines: np.ndarray, timed: set[int]) -> list[int] | None:
@@ -106,13 +108,15 @@ class _Slots:
         n = len(lines)
         if n == 0:
             return []
-        if int(lines.max()) >= len(self.next):
-            grown = np.zeros(max(int(lines.max()) + 1, 2 * len(self.next)), dtype=np.int32)
-            grown[: len(self.next)] = self.next
-            self.next = grown
+        new = np.setdiff1d(lines, self.keys)
+        if len(new):
+            keys = np.union1d(self.keys, new)
+            grown = np.zeros(len(keys), dtype=np.int32)
+            grown[np.searchsorted(keys, self.keys)] = self.next
+            self.keys, self.next = keys, grown
         # visits grouped by line, in walk order within a line
         order = np.argsort(lines, kind="stable")
-        by_line = lines[order]
+        by_line = np.searchsorted(self.keys, lines[order])
         first = np.r_[True, by_line[1:] != by_line[:-1]]
         start = np.maximum.accumulate(np.where(first, np.arange(n), 0))
         slot = self.next[by_line] + (np.arange(n) - start)
