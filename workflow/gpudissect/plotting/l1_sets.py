@@ -29,6 +29,8 @@ def plot_l1_sets(data: pd.DataFrame, doc: dict, *, table: pd.DataFrame) -> dict:
         label="largest walk tried",
     )
     ax.set(xlabel="stride (lines)", ylabel="largest cyclic walk that hits (lines)")
+    if table["stride_lines"].max() > 256:  # the power-of-two strides up to max_stride_bytes
+        ax.set_xscale("log", base=2)
     ax.legend(fontsize=8)
     v = doc.get("stride_validation") or {}
     agree = v.get("agree") or {}
