@@ -92,15 +92,16 @@ def _addresses(window_bytes: int) -> np.ndarray:
 
 def test_the_automatic_window_is_the_largest_that_twice_fits_the_memory():
     p = _params(window_bytes=1 << 26, probe_window_bytes="auto")
-    # an H200's 143771 MiB less 8 GiB: 2 x 64 GiB fits, 2 x 128 GiB does not
-    assert e.probe_window(p, 143771 << 20) == 64 * GIB
-    # an 80 GB H100's 81559 MiB less 8 GiB: 2 x 32 GiB fits
-    assert e.probe_window(p, 81559 << 20) == 32 * GIB
+    # the memory an H200's driver reports (results/reference/h200, device_facts) less 8 GiB:
+    # 2 x 64 GiB fits, 2 x 128 GiB does not
+    assert e.probe_window(p, 150109880320) == 64 * GIB
+    # an 80 GB H100's (results/reference/h100) less 8 GiB: 2 x 32 GiB fits, 2 x 64 GiB does not
+    assert e.probe_window(p, 85017493504) == 32 * GIB
     assert e.probe_window(p, None) == 1 << 26  # no memory size: the pools' window
     assert e.probe_window(p, 4 * GIB) == 1 << 26  # nothing larger fits
     bounded = _params(probe_window_bytes="auto", max_probe_window_bytes=16 * GIB)
-    assert e.probe_window(bounded, 143771 << 20) == 16 * GIB
-    assert e.probe_window(_params(), 143771 << 20) == 1 << 21  # unset: window_bytes
+    assert e.probe_window(bounded, 150109880320) == 16 * GIB
+    assert e.probe_window(_params(), 150109880320) == 1 << 21  # unset: window_bytes
 
 
 def test_the_strides_are_1_to_max_then_powers_of_two_to_32_mib():

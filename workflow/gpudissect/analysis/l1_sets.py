@@ -343,25 +343,24 @@ def analyse(
 
 def probed_bits(data: pd.DataFrame, bits: list[int], provenance: dict) -> dict[str, Any]:
     """The address bits the probes and stride walks reached (those of the window's offsets)
-    and why the ones above were not: a window aligned to its size W takes 2 W of memory."""
+    and why the ones above were not (from the config the trace carries): a window aligned to
+    its size W takes 2 W of memory to place."""
     window = 1 << (bits[-1] + 1)
     params = provenance.get("config", {}).get("parameters", {})
-    memory = int(data["memory_bytes"].iloc[0]) if "memory_bytes" in data else -1
     bound = params.get("max_probe_window_bytes")
     if params.get("probe_window_bytes") != "auto":
         why = (
             f"the window of {window} bytes the config fixed (window_bytes or "
             "probe_window_bytes; probe_window_bytes: auto sizes it from the device's memory)"
         )
-    elif memory < 0:
-        why = f"the device reports no memory size, so the window stays {window} bytes"
     elif bound is not None and window >= int(bound):
         why = f"the window of {window} bytes is bounded by max_probe_window_bytes ({bound})"
     else:
         reserve = params.get("memory_reserve_bytes")
         why = (
-            f"a window of {2 * window} bytes, aligned to its size, takes {4 * window} bytes of "
-            f"the device's {memory} (less memory_reserve_bytes {reserve}) to place"
+            f"a window of {2 * window} bytes, aligned to its size, takes {4 * window} bytes to "
+            f"place: more than the device's memory less memory_reserve_bytes ({reserve}), or "
+            "the device reports no memory size (probe_window_bytes: auto)"
         )
     return {
         "value": [bits[0], bits[-1]],

@@ -80,9 +80,6 @@ SCHEMA = pa.schema(
         pa.field("window_bytes", pa.int64()),
         pa.field("latency_cycles", pa.uint32()),
         pa.field("sm_clock_mhz", pa.float32()),
-        # the device memory the probe window was sized from (-1: the config fixed the window,
-        # or the device reports no memory size)
-        pa.field("memory_bytes", pa.int64()),
     ]
 )
 
@@ -206,7 +203,6 @@ class _Driver:
         self.rng = np.random.default_rng(p.seed)
         self.lines = p.window_bytes // p.line_bytes  # the pools' and calibration's lines
         memory = backend.facts().total_memory_bytes if p.probe_window_bytes == "auto" else None
-        self.memory_bytes = int(memory) if memory else -1
         self.window = probe_window(p, memory)
         self.carveout = p.carveout_pct if backend.supports_carveout else None
         self.frames: list[dict[str, np.ndarray]] = []
@@ -548,5 +544,4 @@ def _frame(d: _Driver, p: L1SetsParams) -> pd.DataFrame:
     df = pd.DataFrame(cols)
     df["line_bytes"] = np.int32(p.line_bytes)
     df["window_bytes"] = np.int64(d.window)
-    df["memory_bytes"] = np.int64(d.memory_bytes)
     return df[[f.name for f in SCHEMA]]
