@@ -83,7 +83,7 @@ def main() -> None:
         )
     dram = docs["global_throughput"][0].analyse(docs["global_throughput"][1], provenance=prov)
     if args.out:
-        from gpudissect.analysis.result import write_result
+        from gpudissect.analysis.common.result import write_result
 
         for name, doc in zip(EXPERIMENTS, (banks, shared, dram), strict=True):
             write_result(Path(args.out) / f"{name}.json", doc)

@@ -21,8 +21,8 @@ from pathlib import Path
 
 import numpy as np
 
-from gpudissect.analysis.l2 import step_brackets
-from gpudissect.analysis.misses import first_miss_bracket
+from gpudissect.analysis.common.misses import first_miss_bracket
+from gpudissect.analysis.l2.l2 import step_brackets
 from gpudissect.backends.facts import DeviceFacts
 from gpudissect.experiments import auto_ranges as ar
 from gpudissect.experiments.pchase_classic import ClassicParams, plan

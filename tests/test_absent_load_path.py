@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from gpudissect.analysis.latency_patterns import summary_table
+from gpudissect.analysis.tlb.latency_patterns import summary_table
 from gpudissect.config import load
 from gpudissect.families import family
 from gpudissect.report.sections_tlb import latency_patterns_section

@@ -20,7 +20,7 @@ def _imports(tree: ast.AST):
 
 
 def test_analysis_modules_exist():
-    assert len(list(ANALYSIS.glob("*.py"))) >= 3
+    assert len(list(ANALYSIS.rglob("*.py"))) >= 3
 
 
 def test_analysis_does_not_import_simulator_or_backends():

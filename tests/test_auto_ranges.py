@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from gpudissect.analysis import tlb
-from gpudissect.analysis.tlb import page_verdict
+from gpudissect.analysis.tlb import tlb
+from gpudissect.analysis.tlb.tlb import page_verdict
 from gpudissect.backends.facts import DeviceFacts
 from gpudissect.backends.sim import SimBackend
 from gpudissect.config import load, load_schema, parse

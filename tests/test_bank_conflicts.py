@@ -8,8 +8,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from gpudissect.analysis.bank_mapping import gcd_degree, hypothesis_degree
-from gpudissect.analysis.bank_model import BankModelFit, analyse, point_latencies
+from gpudissect.analysis.banks.bank_mapping import gcd_degree, hypothesis_degree
+from gpudissect.analysis.banks.bank_model import BankModelFit, analyse, point_latencies
 from gpudissect.backends.sim import SimBackend
 from gpudissect.experiments import bank_conflicts as bc
 from gpudissect.sim.banks import SharedSpec, strided_warp_access

@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 
 import gpudissect.backends.multichase_sim  # noqa: F401 - registers the sim handler
-from gpudissect.analysis import cache_instances, cache_sharing
-from gpudissect.analysis.disturbance import disturbance
+from gpudissect.analysis.caches import cache_instances, cache_sharing
+from gpudissect.analysis.caches.disturbance import disturbance
 from gpudissect.backends.sim import SimBackend
 from gpudissect.experiments import cache_instances as inst_exp
 from gpudissect.experiments import cache_sharing as share_exp

@@ -4,8 +4,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from gpudissect.analysis.cache_size import CacheSizeEstimator, analyse
-from gpudissect.analysis.misses import FirstMissDetector
+from gpudissect.analysis.caches.cache_size import CacheSizeEstimator, analyse
+from gpudissect.analysis.common.misses import FirstMissDetector
 
 
 def _trace(

@@ -119,7 +119,7 @@ def test_l1_first_miss_at_carveout_100_is_the_same_in_every_allocation(backend):
     # moved between about 8 and 20 KiB from one allocation to the next.
     from pathlib import Path
 
-    from gpudissect.analysis.misses import first_miss_bracket
+    from gpudissect.analysis.common.misses import first_miss_bracket
     from gpudissect.config import load
     from gpudissect.experiments.l1_size import _work
 

@@ -10,9 +10,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from gpudissect.analysis import gf2
-from gpudissect.analysis.l1_decisions import hit_threshold
-from gpudissect.analysis.l1_sets import analyse, figure_table
+from gpudissect.analysis.caches.l1_decisions import hit_threshold
+from gpudissect.analysis.caches.l1_sets import analyse, figure_table
+from gpudissect.analysis.common import gf2
 from gpudissect.backends.sim import SimBackend
 from gpudissect.experiments import l1_sets as e
 from gpudissect.experiments.pointer_walk import WalkTest, pack
@@ -170,7 +170,7 @@ def test_walks_the_data_array_limits_are_compared_with_the_measured_l1_size(tmp_
 
 
 def test_the_l1_size_of_the_sweeps_carveout_and_buffer_is_the_one_read(tmp_path):
-    from gpudissect.analysis.l1_sets import _data_lines
+    from gpudissect.analysis.caches.l1_sets import _data_lines
 
     inputs = _l1_size_doc(tmp_path, 222336, carveout=0, buffer=16384)
     assert _data_lines(inputs, [0], 16384)["bytes"] == 222336
@@ -265,8 +265,8 @@ def _policy_trace(victims: dict[int, list[float]]) -> pd.DataFrame:
     ],
 )
 def test_policy_from_which_line_went(victims, policy):
-    from gpudissect.analysis.l1_decisions import evicted
-    from gpudissect.analysis.l1_sets import _policy
+    from gpudissect.analysis.caches.l1_decisions import evicted
+    from gpudissect.analysis.caches.l1_sets import _policy
 
     data = _policy_trace(victims)
     data["evicted"] = evicted(data["latency_cycles"], 170)
@@ -315,7 +315,7 @@ def test_gpu_walk_times_hits_and_misses(tmp_path, nvcc):
 def test_gpu_overloaded_walk_misses_in_every_pass_and_a_small_one_never(tmp_path, nvcc):
     # the premise of the eviction-set tests on the GPU: a cyclic walk of more lines than any
     # L1 holds misses in each timed pass; one of a few dozen lines, after its first pass, not
-    from gpudissect.analysis.l1_decisions import overloaded
+    from gpudissect.analysis.caches.l1_decisions import overloaded
     from gpudissect.backends.cuda import CudaBackend
     from gpudissect.devices import detect_arch
     from gpudissect.kernels import compile_kernel

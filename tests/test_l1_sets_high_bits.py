@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 import yaml
 
-from gpudissect.analysis import gf2
-from gpudissect.analysis.l1_sets import analyse, predict_capacity
+from gpudissect.analysis.caches.l1_sets import analyse, predict_capacity
+from gpudissect.analysis.common import gf2
 from gpudissect.backends.sim import SimBackend
 from gpudissect.exceptions import ConfigError
 from gpudissect.experiments import l1_sets as e

@@ -6,8 +6,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from gpudissect.analysis.l2 import analyse
-from gpudissect.analysis.l2_near_far import near_far
+from gpudissect.analysis.l2.l2 import analyse
+from gpudissect.analysis.l2.l2_near_far import near_far
 from gpudissect.config import load
 from gpudissect.sweep import run_experiment
 from gpudissect.traces import read_trace

@@ -7,7 +7,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from gpudissect.analysis.l2_flush import analyse, gap_table
+from gpudissect.analysis.l2.l2_flush import analyse, gap_table
 from gpudissect.config import SizeRange
 from gpudissect.experiments.l2_flush import CopyWork, L2FlushSweep, run
 

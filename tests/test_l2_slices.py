@@ -12,8 +12,8 @@ import pandas as pd
 import pytest
 import yaml
 
-from gpudissect.analysis.l2_partition import fit_affine
-from gpudissect.analysis.l2_slices import analyse, figure_table
+from gpudissect.analysis.l2.l2_partition import fit_affine
+from gpudissect.analysis.l2.l2_slices import analyse, figure_table
 from gpudissect.backends.base import Backend, handles
 from gpudissect.backends.facts import DeviceFacts
 from gpudissect.backends.sim import SimBackend
@@ -278,7 +278,7 @@ def test_gpu_every_walk_runs_on_the_sm_it_asked_for(tmp_path, nvcc):
 
 
 def test_only_gaps_near_the_widest_are_partitions():
-    from gpudissect.analysis.l2_slices import partition_splits
+    from gpudissect.analysis.l2.l2_slices import partition_splits
 
     # an H100 SM of the helper's partition splits its slices 280 / 307 cycles, one of the
     # other partition 294 / 471: only gaps of at least half the widest are near and far
@@ -289,7 +289,7 @@ def test_only_gaps_near_the_widest_are_partitions():
 
 @pytest.mark.parametrize("missing", [False, True])
 def test_additive_fits_are_the_least_squares_fits(missing):
-    from gpudissect.analysis.l2_slices import additive_fits
+    from gpudissect.analysis.l2.l2_slices import additive_fits
 
     rng = np.random.default_rng(3)
     s, k = 6, 9
@@ -353,7 +353,7 @@ def test_contention_sorts_the_lines_into_the_profile_s_slices(flat_twin):
 def _contention(share_of, lines=64, noise=0.01, seed=0):
     """Contention rows of a class search over `lines` lines, each launch taking
     share_of(reference, partner) of the one-line time (1000 ns), with relative noise."""
-    from gpudissect.analysis.l2_slices import contention_same
+    from gpudissect.analysis.l2.l2_slices import contention_same
 
     rng = np.random.default_rng(seed)
     left, frames = [int(o) * 128 for o in range(lines)], []
@@ -388,14 +388,14 @@ def _contention(share_of, lines=64, noise=0.01, seed=0):
     ],
 )
 def test_contention_that_cannot_give_the_slice_count_leaves_it_undetermined(share_of, why):
-    from gpudissect.analysis.l2_slices import _contention_slices, contention_classes
+    from gpudissect.analysis.l2.l2_slices import _contention_slices, contention_classes
 
     q = _contention_slices(contention_classes(_contention(share_of)))
     assert q["value"] is None and why in q["undetermined"], q
 
 
 def test_contention_classes_count_launches_near_the_threshold_as_undecided():
-    from gpudissect.analysis.l2_slices import _contention_slices, contention_classes
+    from gpudissect.analysis.l2.l2_slices import _contention_slices, contention_classes
 
     clean = _contention(lambda a, b: 1.0 if a % 1024 == b % 1024 else 0.5)
     q = _contention_slices(contention_classes(clean))
@@ -425,7 +425,7 @@ def _contention_rows(backend) -> pd.DataFrame:
 
 
 def test_classes_the_check_launches_contradict_are_not_slices():
-    from gpudissect.analysis.l2_slices import _contention_slices, contention_classes
+    from gpudissect.analysis.l2.l2_slices import _contention_slices, contention_classes
 
     c = contention_classes(_contention_rows(_FakeBackend()))
     assert c["classes"] == 16 and c["checks"] == 32 and c["checks_agree"] == 16
@@ -465,7 +465,7 @@ def _glitch_contention(backend, work, *, seed=0):
 
 
 def test_ambiguous_and_disturbed_partners_are_launched_again_and_their_median_decides():
-    from gpudissect.analysis.l2_slices import _contention_slices, contention_classes
+    from gpudissect.analysis.l2.l2_slices import _contention_slices, contention_classes
 
     backend = _GlitchBackend()
     rows = _contention_rows(backend)
@@ -503,7 +503,7 @@ def _slow_pair_contention(backend, work, *, seed=0):
 
 
 def test_a_line_that_joins_on_one_slow_launch_leaves_on_its_second():
-    from gpudissect.analysis.l2_slices import _contention_slices, contention_classes
+    from gpudissect.analysis.l2.l2_slices import _contention_slices, contention_classes
 
     backend = _SlowPairBackend()
     rows = _contention_rows(backend)
@@ -532,7 +532,7 @@ def _split_contention(backend, work, *, seed=0):
 
 
 def test_a_slice_the_search_split_is_merged_by_the_references_pass():
-    from gpudissect.analysis.l2_slices import _contention_slices, contention_classes
+    from gpudissect.analysis.l2.l2_slices import _contention_slices, contention_classes
 
     backend = _SplitBackend()
     phase = _contention_rows(backend)

@@ -28,8 +28,9 @@ import numpy as np
 import pytest
 import yaml
 
-from gpudissect.analysis import cache_levels, l2, l2_flush
-from gpudissect.analysis.misses import FirstMissDetector
+from gpudissect.analysis.caches import cache_levels
+from gpudissect.analysis.common.misses import FirstMissDetector
+from gpudissect.analysis.l2 import l2, l2_flush
 from gpudissect.backends.requests_sim import run_copy
 from gpudissect.backends.sim import SimBackend
 from gpudissect.config import load

@@ -10,8 +10,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from gpudissect.analysis import latency_patterns as lp
-from gpudissect.analysis import tlb_document
+from gpudissect.analysis.tlb import latency_patterns as lp
+from gpudissect.analysis.tlb import tlb_document
 from gpudissect.backends.sim import SimBackend
 from gpudissect.config import load_schema
 from gpudissect.exceptions import ConfigError

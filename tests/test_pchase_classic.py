@@ -4,7 +4,7 @@ from pathlib import Path
 
 import pytest
 
-from gpudissect.analysis.classic import analyse
+from gpudissect.analysis.caches.classic import analyse
 from gpudissect.config import load
 from gpudissect.sweep import run_experiment
 from gpudissect.traces import read_trace

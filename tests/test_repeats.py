@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from gpudissect.analysis.clocks import reason_names, sweep_clocks
-from gpudissect.analysis.result import quantity
+from gpudissect.analysis.common.result import quantity
+from gpudissect.analysis.timing.clocks import reason_names, sweep_clocks
 from gpudissect.config import parse
 from gpudissect.exceptions import ConfigError
 from gpudissect.repeat_paths import repeat_of, repeat_path

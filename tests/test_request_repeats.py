@@ -9,8 +9,8 @@ import pandas as pd
 import pytest
 from test_requests import mshr_curve, synthetic_trace
 
-from gpudissect.analysis.request_repeats import majority, settled, unsettled
-from gpudissect.analysis.requests import analyse
+from gpudissect.analysis.requests.request_repeats import majority, settled, unsettled
+from gpudissect.analysis.requests.requests import analyse
 from gpudissect.exceptions import ConfigError
 from gpudissect.experiments.requests import (
     Repeats,

@@ -8,7 +8,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from gpudissect.analysis.requests import (
+from gpudissect.analysis.requests.requests import (
     SpikeDetector,
     analyse,
     classify,

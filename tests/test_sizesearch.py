@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from gpudissect.analysis.misses import bound_settled, first_miss_bracket
+from gpudissect.analysis.common.misses import bound_settled, first_miss_bracket
 from gpudissect.sizesearch import SearchPlan, search_size
 
 

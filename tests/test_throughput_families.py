@@ -8,7 +8,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from gpudissect.analysis.throughput import analyse_global, analyse_shared
+from gpudissect.analysis.throughput.throughput import analyse_global, analyse_shared
 from gpudissect.backends.sim import SimBackend
 from gpudissect.experiments import global_throughput as gt
 from gpudissect.experiments import shared_throughput as st

@@ -9,7 +9,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from gpudissect.analysis.timing_overhead import analyse
+from gpudissect.analysis.timing.timing_overhead import analyse
 from gpudissect.backends.sim import SimBackend
 from gpudissect.experiments import timing_overhead as t
 from gpudissect.families import FAMILIES

@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from gpudissect.analysis.tlb_mappings import analyse
+from gpudissect.analysis.tlb.tlb_mappings import analyse
 from gpudissect.backends.sim import SimBackend
 from gpudissect.exceptions import ConfigError
 from gpudissect.experiments import tlb_mappings as e
@@ -311,7 +311,7 @@ def test_records_are_cut_to_the_shared_memory_a_block_may_opt_into():
 
 
 def test_a_slower_share_one_element_later_is_the_same_level():
-    from gpudissect.analysis.tlb_mappings import Onset, SeriesReading
+    from gpudissect.analysis.tlb.tlb_mappings import Onset, SeriesReading
 
     mib32 = 32 << 20
     # the H100's 32 MiB scattered walks: 388 cycles from 2049 elements, 419 from 2050, the next
@@ -355,7 +355,7 @@ def test_the_sweep_bisects_the_hidden_onset_behind_an_early_threshold_onset(monk
     # early in a sweep the levels come from few walks: the H100's contiguous 2 MiB series alone
     # put a threshold onset at 5 -> 6 elements (at 1b75ec3), which hid the hidden level's
     # bracket from the bisection; it is now a bracket of its own
-    from gpudissect.analysis import tlb_mappings as tm
+    from gpudissect.analysis.tlb import tlb_mappings as tm
 
     data, _ = _committed("run_8d8abb0_1")
     early = tm.Onset(1, 5, 6, CHUNK)
@@ -373,7 +373,7 @@ def test_the_committed_h100_run_bisected_the_hidden_onset_to_one_element():
 
 
 def test_a_tail_of_the_data_latencies_is_no_onset():
-    from gpudissect.analysis.tlb_mappings import _above_tail
+    from gpudissect.analysis.tlb.tlb_mappings import _above_tail
 
     # 0.3% of every walk's accesses in the level (two or more a traversal from 1000 elements
     # on), then the overflow at 4103

@@ -10,7 +10,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from gpudissect.analysis import tlb, tlb_document, tlb_sets
+from gpudissect.analysis.tlb import tlb, tlb_document, tlb_sets
 from gpudissect.backends.base import ChaseWork
 from gpudissect.backends.sim import SimBackend
 from gpudissect.config import load, load_schema
@@ -515,7 +515,7 @@ def test_a_small_onset_is_read_against_the_noise_before_it():
     """An H100 run: every address rose 7.5-16 cycles past 16 pages, but walks far past that
     were noisier and the pooled spread (4.4 cycles) put the 3-sigma cut above the rise; the
     pairs before the onset (1.5) show it."""
-    from gpudissect.analysis.tlb_shift import shift_onsets
+    from gpudissect.analysis.tlb.tlb_shift import shift_onsets
 
     ms = [*range(2, 25), 29, 34, 40, 48, 57, 68, 81, 96, 114, 136, 161, 192]
     data = _reach_walks(ms, onset_after=16, rise=10, noisy_from=24, noise=12)
@@ -553,7 +553,7 @@ def test_a_penalty_on_one_address_a_unit_is_read_from_the_units_first_addresses(
     walks of 128 and 152 elements, every one the first of a 16 MiB unit; among all 128 that was
     too few for the binomial test at 1e-6 (p 2e-5). The first address of each unit alone passes
     it (`unit_classes`, which `tlb_mappings` reads with)."""
-    from gpudissect.analysis.tlb_shift import shift_onsets
+    from gpudissect.analysis.tlb.tlb_shift import shift_onsets
 
     data = _unit_walks(_UNIT_GRID, onset_after=128, rise=10, seed=seed)
     (onset,) = shift_onsets(data, unit_classes=True)
@@ -566,7 +566,7 @@ def test_a_penalty_on_one_address_a_unit_is_read_from_the_units_first_addresses(
 
 @pytest.mark.parametrize("seed", range(8))
 def test_walks_with_no_penalty_give_no_onset_in_any_residue_class(seed):
-    from gpudissect.analysis.tlb_shift import shift_onsets
+    from gpudissect.analysis.tlb.tlb_shift import shift_onsets
 
     data = _unit_walks(_UNIT_GRID, onset_after=128, rise=0, seed=seed)
     assert shift_onsets(data, unit_classes=True) == []

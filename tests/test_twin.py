@@ -131,7 +131,7 @@ def _topo(elements, experiments=("cache_stage1", "l2")):
 
 def _second_pass_misses(cache, elements, stride_bytes):
     """Misses of the second of two passes of `elements` loads at `stride_bytes` (the line rule's
-    walk, analysis.cache_line)."""
+    walk, analysis.caches.cache_line)."""
     addresses = [i * stride_bytes for i in range(elements)]
     for a in addresses:
         cache.access(a)

@@ -19,8 +19,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from gpudissect.analysis import bank_model, cache_size, l2_flush
-from gpudissect.analysis.sweep_steps import find_steps, first_rise
+from gpudissect.analysis.banks import bank_model
+from gpudissect.analysis.caches import cache_size
+from gpudissect.analysis.common.sweep_steps import find_steps, first_rise
+from gpudissect.analysis.l2 import l2_flush
 from gpudissect.exceptions import AnalysisError
 from gpudissect.families import family
 

@@ -1,10 +1,10 @@
-"""Little's-law reading of the requests sweeps (analysis/request_inflight.py) on synthetic
+"""Little's-law reading of the requests sweeps (analysis/requests/request_inflight.py) on synthetic
 traces whose completion times follow a hand-written table of E requests."""
 
 import numpy as np
 import pandas as pd
 
-from gpudissect.analysis.request_inflight import sustained_in_flight
+from gpudissect.analysis.requests.request_inflight import sustained_in_flight
 
 W0 = 300  # one round trip, cycles
 

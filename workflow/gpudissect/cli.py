@@ -103,7 +103,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 
 def cmd_analyze(args: argparse.Namespace) -> int:
-    from .analysis.result import table_path, write_result, write_table
+    from .analysis.common.result import table_path, write_result, write_table
     from .families import family
     from .traces import read_trace
 
@@ -213,7 +213,7 @@ def _draw_experiment(
     trace = read_trace(trace_path, schema=fam.schema)
     doc = json.loads(Path(analysis_path).read_text())
     if trace.data.empty:
-        from .analysis.result import no_path_reason
+        from .analysis.common.result import no_path_reason
         from .plotting import placeholder
 
         reason = no_path_reason(trace.provenance)
@@ -270,7 +270,7 @@ def _read_table(analysis_path: str):
     """The tidy table the analysis wrote beside its result document."""
     import pandas as pd
 
-    from .analysis.result import table_path
+    from .analysis.common.result import table_path
 
     path = table_path(analysis_path)
     if not path.is_file():

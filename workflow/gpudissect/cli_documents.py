@@ -59,7 +59,7 @@ def cmd_pdf(args: argparse.Namespace) -> int:
 
 
 def cmd_topology(args: argparse.Namespace) -> int:
-    from .analysis.result import write_result
+    from .analysis.common.result import write_result
     from .families import FAMILIES
     from .topology import build_topology, to_mt4g, validate_topology
 
@@ -89,7 +89,7 @@ def cmd_topology(args: argparse.Namespace) -> int:
 
 
 def cmd_repeats(args: argparse.Namespace) -> int:
-    from .analysis.result import write_result
+    from .analysis.common.result import write_result
     from .topology.repeats import compare_repeats
 
     missing = [p for p in args.analyses if not Path(p).is_file()]
@@ -102,7 +102,7 @@ def cmd_repeats(args: argparse.Namespace) -> int:
 
 
 def cmd_runs(args: argparse.Namespace) -> int:
-    from .analysis.result import write_result
+    from .analysis.common.result import write_result
     from .topology import validate_topology
     from .topology.runs import compare_runs
 

@@ -51,7 +51,7 @@ def cmd_twin(args: argparse.Namespace) -> int:
 
 
 def cmd_agreement(args: argparse.Namespace) -> int:
-    from .analysis.result import write_result
+    from .analysis.common.result import write_result
     from .twin.agreement import compare_topologies, counts_line, different_gpus, to_markdown
 
     gpu, twin = _load(args.gpu, "--gpu"), _load(args.twin, "--twin")

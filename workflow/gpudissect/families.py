@@ -9,7 +9,7 @@ A family has
 - `run(backend, params, *, device, inputs, progress)`: the sweep, one DataFrame;
 - `analyse(data, *, provenance, inputs)`: the result document (DESIGN.md result contract);
 - `table(data, doc)` (optional): the tidy table its figures draw, which the analysis computes and
-  writes beside the result document (`analysis.result.table_path`);
+  writes beside the result document (`analysis.common.result.table_path`);
 - `plot(data, doc)`, or `plot(data, doc, table=...)` where the family has a table: figures by
   file stem, `{stem: matplotlib Figure}`;
 - `figures`: the stems `plot` returns (Snakemake needs them before the run);
@@ -55,7 +55,7 @@ class _Analysis(_Ref):
     a NaN or infinite measurement is refused first (AnalysisError naming the column and row);
     an empty one is the analysis's to report undetermined (the device lacks the load path). A
     GPU sweep's document gains `sweep_clocks`: its clocks and clock event reasons before and
-    after, flagged where they changed or were set (`analysis.clocks`)."""
+    after, flagged where they changed or were set (`analysis.timing.clocks`)."""
 
     def __init__(self, family: str, module: str, attr: str):
         super().__init__(module, attr)
@@ -66,7 +66,7 @@ class _Analysis(_Ref):
 
         refuse_non_finite(data, where=f"{self.family} trace of {provenance.get('device')}")
         doc = self.resolve()(data, provenance=provenance, **kwargs)
-        from .analysis.clocks import sweep_clocks
+        from .analysis.timing.clocks import sweep_clocks
 
         clocks = sweep_clocks(provenance, data)  # a GPU sweep's clocks and throttle flag
         if clocks is not None and isinstance(doc, dict):
@@ -180,8 +180,8 @@ _FAMILIES = (
     Family(
         name="l1_size",
         experiment="l1_size",
-        analyse="analysis.cache_size:analyse",
-        table="analysis.cache_size:figure_table",
+        analyse="analysis.caches.cache_size:analyse",
+        table="analysis.caches.cache_size:figure_table",
         plot="plotting.pchase:plot_l1_size",
         figures=("l1_size_sweep", "l1_size_latency_map"),
         report_section="report.sections:l1_size_section",
@@ -189,7 +189,7 @@ _FAMILIES = (
     Family(
         name="cache_stage1",
         experiment="cache_stage1",
-        analyse="analysis.cache_levels:analyse",
+        analyse="analysis.caches.cache_levels:analyse",
         plot="plotting.caches:plot_stage1",
         figures=("cache_stage1_sweeps",),
         report_section="report.sections_caches:stage1_section",
@@ -197,7 +197,7 @@ _FAMILIES = (
     Family(
         name="caches",
         experiment="caches",
-        analyse="analysis.caches:analyse",
+        analyse="analysis.caches.caches:analyse",
         plot="plotting.caches:plot_caches",
         figures=("caches_sets", "caches_replacement"),
         report_section="report.sections_caches:caches_section",
@@ -207,7 +207,7 @@ _FAMILIES = (
     Family(
         name="cache_sharing",
         experiment="cache_sharing",
-        analyse="analysis.cache_sharing:analyse",
+        analyse="analysis.caches.cache_sharing:analyse",
         plot="plotting.disturbance:plot_sharing",
         figures=("cache_sharing_matrix",),
         report_section="report.sections_sharing:sharing_section",
@@ -217,7 +217,7 @@ _FAMILIES = (
     Family(
         name="cache_instances",
         experiment="cache_instances",
-        analyse="analysis.cache_instances:analyse",
+        analyse="analysis.caches.cache_instances:analyse",
         plot="plotting.disturbance:plot_instances",
         figures=("cache_instances_warps",),
         report_section="report.sections_sharing:instances_section",
@@ -227,7 +227,7 @@ _FAMILIES = (
     Family(
         name="pchase_classic",
         experiment="pchase_classic",
-        analyse="analysis.classic:analyse",
+        analyse="analysis.caches.classic:analyse",
         plot="plotting.classic:plot_classic",
         figures=("pchase_classic",),
         report_section="report.sections:pchase_classic_section",
@@ -236,7 +236,7 @@ _FAMILIES = (
     Family(
         name="l2",
         experiment="l2",
-        analyse="analysis.l2:analyse",
+        analyse="analysis.l2.l2:analyse",
         plot="plotting.l2:plot_l2",
         figures=("l2_footprint",),
         report_section="report.sections:l2_section",
@@ -244,7 +244,7 @@ _FAMILIES = (
     Family(
         name="bank_conflicts",
         experiment="bank_conflicts",
-        analyse="analysis.bank_model:analyse",
+        analyse="analysis.banks.bank_model:analyse",
         plot="plotting.banks:plot_bank_conflicts",
         figures=("bank_conflicts_stride", "bank_conflicts_degree"),
         report_section="report.sections_banks:bank_conflicts_section",
@@ -252,7 +252,7 @@ _FAMILIES = (
     Family(
         name="shared_throughput",
         experiment="shared_throughput",
-        analyse="analysis.throughput:analyse_shared",
+        analyse="analysis.throughput.throughput:analyse_shared",
         plot="plotting.throughput:plot_shared_throughput",
         figures=("shared_throughput_warps", "shared_throughput_ilp"),
         report_section="report.sections_throughput:shared_throughput_section",
@@ -261,7 +261,7 @@ _FAMILIES = (
     Family(
         name="global_throughput",
         experiment="global_throughput",
-        analyse="analysis.throughput:analyse_global",
+        analyse="analysis.throughput.throughput:analyse_global",
         plot="plotting.throughput:plot_global_throughput",
         figures=("global_throughput_ctas",),
         report_section="report.sections_throughput:global_throughput_section",
@@ -269,8 +269,8 @@ _FAMILIES = (
     Family(
         name="l2_flush",
         experiment="l2_flush",
-        analyse="analysis.l2_flush:analyse",
-        table="analysis.l2_flush:figure_table",
+        analyse="analysis.l2.l2_flush:analyse",
+        table="analysis.l2.l2_flush:figure_table",
         plot="plotting.requests:plot_l2_flush",
         figures=("l2_flush",),
         report_section="report.sections_requests:l2_flush_section",
@@ -278,8 +278,8 @@ _FAMILIES = (
     Family(
         name="requests",
         experiment="requests",
-        analyse="analysis.requests:analyse",
-        table="analysis.requests:figure_table",
+        analyse="analysis.requests.requests:analyse",
+        table="analysis.requests.requests:figure_table",
         plot="plotting.requests:plot_requests",
         figures=tuple(f"requests_{p}" for p in _REQUEST_PATTERNS),
         report_section="report.sections_requests:requests_section",
@@ -289,7 +289,7 @@ _FAMILIES = (
     Family(
         name="tlbs",
         experiment="tlbs",
-        analyse="analysis.tlb_document:analyse",
+        analyse="analysis.tlb.tlb_document:analyse",
         plot="plotting.tlb:plot_tlbs",
         figures=("tlbs_set_misses", "tlbs_reach"),
         report_section="report.sections_tlb:tlbs_section",
@@ -297,7 +297,7 @@ _FAMILIES = (
     Family(
         name="tlb_mappings",
         experiment="tlb_mappings",
-        analyse="analysis.tlb_mappings:analyse",
+        analyse="analysis.tlb.tlb_mappings:analyse",
         plot="plotting.tlb_mappings:plot_tlb_mappings",
         figures=("tlb_mappings_reach",),
         report_section="report.sections_tlb_mappings:tlb_mappings_section",
@@ -305,8 +305,8 @@ _FAMILIES = (
     Family(
         name="latency_patterns",
         experiment="latency_patterns",
-        analyse="analysis.latency_patterns:analyse",
-        table="analysis.latency_patterns:summary_table",
+        analyse="analysis.tlb.latency_patterns:analyse",
+        table="analysis.tlb.latency_patterns:summary_table",
         plot="plotting.tlb:plot_patterns",
         figures=("latency_patterns",),
         report_section="report.sections_tlb:latency_patterns_section",
@@ -317,7 +317,7 @@ _FAMILIES = (
     Family(
         name="timing_overhead",
         experiment="timing_overhead",
-        analyse="analysis.timing_overhead:analyse",
+        analyse="analysis.timing.timing_overhead:analyse",
         plot="plotting.timing:plot_timing_overhead",
         figures=("timing_overhead",),
         report_section="report.sections_timing:timing_overhead_section",
@@ -325,9 +325,9 @@ _FAMILIES = (
     Family(
         name="l1_sets",
         experiment="l1_sets",
-        analyse="analysis.l1_sets:analyse",
+        analyse="analysis.caches.l1_sets:analyse",
         analysis_inputs=_l1_size_result_input,
-        table="analysis.l1_sets:figure_table",
+        table="analysis.caches.l1_sets:figure_table",
         plot="plotting.l1_sets:plot_l1_sets",
         figures=("l1_sets_strides",),
         report_section="report.sections_l1_sets:l1_sets_section",
@@ -335,8 +335,8 @@ _FAMILIES = (
     Family(
         name="l2_slices",
         experiment="l2_slices",
-        analyse="analysis.l2_slices:analyse",
-        table="analysis.l2_slices:figure_table",
+        analyse="analysis.l2.l2_slices:analyse",
+        table="analysis.l2.l2_slices:figure_table",
         plot="plotting.l2_slices:plot_l2_slices",
         figures=("l2_slices_matrix",),
         report_section="report.sections_slices:l2_slices_section",

@@ -172,7 +172,7 @@ def _copy(src: Path, dst: Path) -> None:
 def _topology(device: str, analysis: Path, out: Path, moves: tuple[Path, Path]) -> dict[str, Any]:
     """The device's topology document from `analysis`, its pointers naming the folder that
     `moves` (built, final) moves it to."""
-    from .analysis.result import write_result
+    from .analysis.common.result import write_result
     from .families import FAMILIES
     from .topology import build_topology, to_mt4g, validate_topology
 
@@ -222,7 +222,7 @@ def assemble(gpu: str, *, root: Path = Path("."), out_root: Path | None = None) 
 
 
 def _agreement(gpu_doc: dict, twin_doc: dict, twin: Path) -> None:
-    from .analysis.result import write_result
+    from .analysis.common.result import write_result
     from .twin.agreement import compare_topologies, to_markdown
 
     doc = compare_topologies(gpu_doc, twin_doc)

@@ -19,7 +19,7 @@ rule analyze_trace:
 
 
 # The same analysis, for the experiments whose figures draw a table the analysis computes: it
-# writes that table beside the result document (analysis.result.table_path).
+# writes that table beside the result document (analysis.common.result.table_path).
 use rule analyze_trace as analyze_trace_with_table with:
     output:
         result="results/analysis/{device}/{experiment}.json",

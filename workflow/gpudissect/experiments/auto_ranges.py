@@ -91,7 +91,7 @@ def l2_flush_range(facts: DeviceFacts, *, align_bytes: int) -> tuple[SizeRange, 
     MiB). The gap grows up to the L2 size and is flat for as long again; in copies much smaller
     than the L2 it is flat too, hidden by the fixed cost of a launch, and would bend the line
     the analysis fits to its growth. The analysis calls a size past the line once the gap falls
-    3% behind it (`analysis.l2_flush.LINE_TOLERANCE`): a finer step than 1/16 only moves the
+    3% behind it (`analysis.l2.l2_flush.LINE_TOLERANCE`): a finer step than 1/16 only moves the
     first size it can see falling behind past the L2."""
     l2 = facts.l2_bytes or FALLBACK_L2_BYTES
     step = max(align_bytes, l2 // 16 - (l2 // 16) % align_bytes)

@@ -5,7 +5,7 @@ For every configured path that stage 1 found a cache on, the base thread (warp 0
 cache, a test thread in warp w (w = 1 .. warps - 1) walks an array near the same cache's size
 on the same path, and the base thread re-walks timed (`experiments.disturbance`); plus one
 baseline per path. A warp that reaches another copy leaves the base thread's lines alone. The
-rules are in `analysis.cache_instances`.
+rules are in `analysis.caches.cache_instances`.
 """
 
 from __future__ import annotations

@@ -5,7 +5,7 @@ For every ordered pair of the configured paths that stage 1 found a cache on (bo
 thread A (thread 0) fills its cache, thread B (thread 1, the same warp, so the same copy of a
 cache with several per SM) walks an array near its own cache's size on the other path, and A
 re-walks timed (`experiments.disturbance`); plus one baseline per path without B. The rules
-are in `analysis.cache_sharing`.
+are in `analysis.caches.cache_sharing`.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Stage 1 of the two-stage fine-grained P-chase (Mei & Chu, TPDS Sec. 4.2, Fig. 6; NPC 2014
 Sec. 3), for every configured load path and every cache level on it: size C, miss granule
-(sector), line size b, hit and miss latency. The rules are in `analysis.cache_levels`.
+(sector), line size b, hit and miss latency. The rules are in `analysis.caches.cache_levels`.
 
 Per path and level the sweep runs, in order (each phase sized by the previous one's result,
 found with the same analysis functions the analysis uses, so every launch is in the trace):
@@ -12,8 +12,8 @@ found with the same analysis functions the analysis uses, so every launch is in 
    `record_steps` bytes (the level starts the launch empty: every granule misses once). Only
    where it shows no granule (a level the host copy filled: a GPU's L2), TPDS's warm walk,
    `granule`: arrays of C + 4 and C + C/8 bytes at stride 4 after one warm-up pass.
-3. `line` and `line_check`: capacity against stride (`analysis.cache_line`): for P = g, 2g, ...
-   up to `max_line_bytes`, walks of 7/8 C / P elements at stride 2P, then 3P/2, until one fits
+3. `line` and `line_check`: capacity against stride (`analysis.caches.cache_line`): for P = g, 2g,
+   ... up to `max_line_bytes`, walks of 7/8 C / P elements at stride 2P, then 3P/2, until one fits
    (then, if none did, at 5P/2); a walk of 5/4 C / P elements at the same stride confirms (it
    must overflow) and calibrates walks with a few misses. Each walk starts one warm-up pass
    before its timed window; walks longer than `record_steps` are timed in up to `line_windows`
@@ -36,9 +36,9 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 
-from ..analysis import cache_levels as cl
-from ..analysis import cache_line
-from ..analysis.misses import bound_settled, first_miss_bracket
+from ..analysis.caches import cache_levels as cl
+from ..analysis.caches import cache_line
+from ..analysis.common.misses import bound_settled, first_miss_bracket
 from ..backends.base import Backend
 from ..config import AUTO, DeviceEntry, SizeRange, check_stride_and_sizes
 from ..exceptions import ConfigError, TraceError

@@ -1,8 +1,8 @@
 """Stage 2 of the two-stage fine-grained P-chase (Mei & Chu, TPDS Sec. 4.2 steps 3-4, Fig. 6):
 sets, ways per set, set-index bits and replacement policy of every cache stage 1 sized. The
 sweep is parameterised by that device's `cache_stage1.json` (its size C and line b per cache);
-every number still comes from this trace by the rules of `analysis.cache_structure` and
-`analysis.replacement`.
+every number still comes from this trace by the rules of `analysis.caches.cache_structure` and
+`analysis.caches.replacement`.
 
 Per cache (path and level), in order:
 
@@ -31,7 +31,7 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 
-from ..analysis import cache_structure as cs
+from ..analysis.caches import cache_structure as cs
 from ..backends.base import Backend
 from ..config import DeviceEntry
 from ..exceptions import TraceError

@@ -8,7 +8,7 @@ the trace; `kind` names the phase):
 1. `calibrate`: `calibration_lines` lines walked twice, the second touches timed (L1 hits;
    `detail` 0); as many other lines touched once, then, after a walk of more lines than the L1
    holds, once more (L1 misses served by the L2; `detail` 1): the hit/miss threshold
-   (`analysis.l1_decisions`).
+   (`analysis.caches.l1_decisions`).
 2. `stride`: per stride of k lines (k = 1..`max_stride_lines`, then every power of two up to
    `max_stride_bytes`), the largest cyclic walk of N lines at that stride (from the window's
    first line; `walk_passes` passes, the last one timed) that still hits, by bisection over N
@@ -19,7 +19,7 @@ the trace; `kind` names the phase):
    groups and drop a group whose removal keeps the walk overloaded; with no group removable,
    G doubles, until single lines are left and none can go. A test walks its lines cyclically
    `set_passes` times and times the last `timed_passes`; it is overloaded when every timed
-   pass misses (`analysis.l1_decisions.overloaded`): W + 1 lines of one W-way set miss in
+   pass misses (`analysis.caches.l1_decisions.overloaded`): W + 1 lines of one W-way set miss in
    every pass whatever the replacement policy keeps, so the test needs no assumption about
    the policy or about what earlier tests left in the cache, as a target timed after its
    candidates does. The set is then verified (the whole set is overloaded, each set minus one
@@ -53,8 +53,8 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 
-from ..analysis import gf2
-from ..analysis.l1_decisions import hit_threshold, overloaded, walk_hits
+from ..analysis.caches.l1_decisions import hit_threshold, overloaded, walk_hits
+from ..analysis.common import gf2
 from ..backends.base import Backend
 from ..config import DeviceEntry
 from ..exceptions import ConfigError

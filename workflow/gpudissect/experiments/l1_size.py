@@ -21,7 +21,7 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 
-from ..analysis.misses import bound_settled, first_miss_bracket
+from ..analysis.common.misses import bound_settled, first_miss_bracket
 from ..backends.base import Backend, ChaseWork
 from ..backends.facts import DeviceFacts
 from ..config import AUTO, DeviceEntry, SizeRange, check_stride_and_sizes

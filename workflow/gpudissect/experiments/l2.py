@@ -169,7 +169,7 @@ def run(
                 measure(n)
         else:
             # the step rule needs scipy.stats: imported only where the sweep refines
-            from ..analysis.l2 import step_brackets
+            from ..analysis.l2.l2 import step_brackets
 
             refine_steps(measure, step_brackets, grid_bytes=grid, resolution_bytes=resolution,
                          align_bytes=p.stride_bytes)  # fmt: skip

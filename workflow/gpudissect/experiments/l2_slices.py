@@ -11,8 +11,8 @@ the others leave at once).
 
 The helper is first the first SM listed. Where the target's pass 0 shows no near and far groups
 (it shares the helper's partition: the helper's walk left copies in it), the targets are walked
-again with the helper whose own pass 0 split widest (`analysis.l2_slices.first_touch_gap`, the one
-question this sweep asks the analysis): phase 1.
+again with the helper whose own pass 0 split widest (`analysis.l2.l2_slices.first_touch_gap`, the
+one question this sweep asks the analysis): phase 1.
 
 The lines are a seeded random sample of the region's lines, walked in a seeded random order;
 inside a 2 MiB-aligned region the low 21 address bits are the same virtual and physical (2 MiB
@@ -25,7 +25,7 @@ share a slice (one slice's atomic unit serves both: as long as one line alone) o
 half). The lines are the first `contention_lines` of the chain's order (a random sample). The
 first line not yet placed is the next class's reference: it is hammered beside every line not
 yet placed, and beside itself first and after every 32 of them (the one-slice duration); the
-lines that take as long join its class (`analysis.l2_slices.contention_same`, the sweep's other
+lines that take as long join its class (`analysis.l2.l2_slices.contention_same`, the sweep's other
 question), the rest wait for the next reference. A line whose share lay within 0.1 of the
 threshold, or above 1.05 (a disturbed launch), is launched again beside the reference (twice at
 most), and its median undisturbed share decides. Every line that joins is launched beside the
@@ -274,7 +274,7 @@ def contention_phase(
     backend: Backend, p: L2SliceParams, offsets: np.ndarray, flush: int, progress=None
 ) -> list[pd.DataFrame]:
     """The slice classes of the first `contention_lines` lines, one reference at a time."""
-    from ..analysis.l2_slices import contention_ambiguous, contention_same, merged_labels
+    from ..analysis.l2.l2_slices import contention_ambiguous, contention_same, merged_labels
 
     left = [int(o) for o in offsets[: p.contention_lines]]  # at most the walked lines
     lines = len(left)
@@ -364,7 +364,7 @@ def run(
 ) -> pd.DataFrame:
     """Phase 0 with the first SM as helper, then phase 1 for the SMs whose first touch did not
     split, with a helper whose first touch did."""
-    from ..analysis.l2_slices import first_touch_gap, partition_splits
+    from ..analysis.l2.l2_slices import first_touch_gap, partition_splits
 
     facts = backend.facts()
     sms = p.sms if p.sms is not None else tuple(range(facts.sm_count))

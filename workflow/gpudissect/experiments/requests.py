@@ -21,8 +21,8 @@ per-warp scoreboard limit (which compares them) is read from the first launches 
 
 The whole sweep runs `repeats.min` times; then, once more at a time, only the sweeps whose
 saturation reading is not yet held by a majority of the repeats that measured it (and every
-sweep's first launch while the scoreboard limit is not; `analysis.request_repeats`), until none
-is left that more repeats could settle or `repeats.max` repeats have run. The trace's `repeat`
+sweep's first launch while the scoreboard limit is not; `analysis.requests.request_repeats`), until
+none is left that more repeats could settle or `repeats.max` repeats have run. The trace's `repeat`
 column tells them apart.
 """
 
@@ -275,8 +275,8 @@ def run(
     time over only the sweeps whose readings are not settled (and every sweep's first launch
     while the scoreboard limit is not); one row per (repeat, launch configuration, run) holding
     every thread's time."""
-    from ..analysis.request_repeats import LIMIT, unsettled
-    from ..analysis.requests import repeat_readings
+    from ..analysis.requests.request_repeats import LIMIT, unsettled
+    from ..analysis.requests.requests import repeat_readings
 
     max_threads = backend.facts().max_threads_per_sm if sweep.threads.stop is None else None
     points = plan(sweep, max_threads)

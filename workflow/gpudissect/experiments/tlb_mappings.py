@@ -282,7 +282,7 @@ def _series_walks(walker: _Walker, series: Series, layout: PhysicalLayout) -> No
     latency levels of every walk up to the end of this series' grid: read once, as each round's
     reading of the series' own walks costs less than reading the levels of all again). Walks
     of this layout and stride made before (a series extended by `_reach_levels`) are kept."""
-    from ..analysis.tlb_mappings import latency_levels, onset_brackets
+    from ..analysis.tlb.tlb_mappings import latency_levels, onset_brackets
 
     done = _walked(walker, series.layout, series.stride_bytes)
     for m in element_grid(series.max_elements(), walker.sweep.grid_steps_per_octave):
@@ -311,7 +311,7 @@ def _series_walks(walker: _Walker, series: Series, layout: PhysicalLayout) -> No
 
 
 def _onsets(walker: _Walker, layout: str, stride_bytes: int) -> int:
-    from ..analysis.tlb_mappings import latency_levels, onset_brackets
+    from ..analysis.tlb.tlb_mappings import latency_levels, onset_brackets
 
     walks = pd.concat(walker.frames, ignore_index=True)
     return len(

@@ -245,7 +245,7 @@ class _Launcher:
 
 
 def _pages_stage(run: _Launcher, sweep: TlbSweep, reach) -> None:
-    from ..analysis import tlb, tlb_sets
+    from ..analysis.tlb import tlb, tlb_sets
 
     page = reach.page_bytes
     max_pages = sweep.max_array_bytes // page
@@ -273,7 +273,7 @@ def _pages_stage(run: _Launcher, sweep: TlbSweep, reach) -> None:
         log.info("tlbs: no TLB miss level in walks of up to %d pages", grid[-1])
         return
     # one page at a time past the outermost level the walks show: the L2 TLB, or, where only
-    # one level shows (an L1 TLB that hides in the data latencies: analysis.tlb_shift), that one
+    # one level shows (an L1 TLB that hides in the data latencies: analysis.tlb.tlb_shift), that one
     top, column = (
         (walks.l2_index, "l2_misses")
         if walks.l2_index is not None
@@ -307,7 +307,7 @@ def _bisect_onset(run: _Launcher, sweep: TlbSweep, reach, page: int, fit: int, f
     """Narrow [fit, first) - the longest walk without and the shortest with misses of the
     reach stage's level - to one page, with walks at stride = page: a walk misses when some of
     its accesses lie above the base level of the reach stage (the reach stage's threshold)."""
-    from ..analysis import tlb
+    from ..analysis.tlb import tlb
 
     threshold = reach.base.hi
     while first - fit > 1:
@@ -331,8 +331,8 @@ def _reach_search(run: _Launcher, sweep: TlbSweep) -> None:
     time: smaller while the misses lie one stride apart at the smallest stride (the page is not
     above it), larger while no walk misses; once the page shows, up to the first stride at or
     above it (which counts the L1 TLB's entries). The analysis decides through
-    `analysis.tlb.page_verdict` alone."""
-    from ..analysis import tlb
+    `analysis.tlb.tlb.page_verdict` alone."""
+    from ..analysis.tlb import tlb
 
     first, smallest, largest = auto_ranges.tlb_stride_bounds(
         sweep.max_array_bytes, sweep.dense_elements
@@ -363,7 +363,7 @@ def run(
     progress: Callable[[int, int], None] | None = None,
 ) -> pd.DataFrame:
     """Run the three stages on `backend`; one row per recorded access."""
-    from ..analysis import tlb
+    from ..analysis.tlb import tlb
 
     sweep = resolve(sweep, backend.facts())
     launcher = _Launcher(backend, sweep, progress)

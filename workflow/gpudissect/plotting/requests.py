@@ -53,7 +53,7 @@ def plot_thread_latency(table: pd.DataFrame, sweeps: list[dict], *, pattern: str
         sat = None if info is None else info.get("saturation_threads")
         repeats = ((info or {}).get("repeats") or {}).get("text")
         if info is not None and info.get("undetermined"):
-            # no reading held by a majority of the repeats (analysis.request_repeats)
+            # no reading held by a majority of the repeats (analysis.requests.request_repeats)
             text = "the repeats' readings differ"
         elif sat is not None:
             ax.axvline(sat, ls="--", lw=1, color="k")

@@ -8,7 +8,7 @@ from typing import Any
 
 from gpudissect import yamlio
 
-from ..analysis.bank_model import LAW_MISS_SHARE, linear_law
+from ..analysis.banks.bank_model import LAW_MISS_SHARE, linear_law
 from ..datafiles import paper_file
 
 PAPER_FILE = paper_file("tpds_banks_throughput.yaml")

@@ -78,7 +78,7 @@ def default_geometry(lines: int, element: str = "") -> tuple[int, int]:
 
     The twin indexes such a cache by contiguous bits, set = line number mod S. The GPU's cache
     kept 7/8 of its lines at a stride of 2, 3/2 or 5/2 lines when the run measured its line
-    (`analysis.cache_line`), but mod S a stride of 2 lines uses half the sets when S is even,
+    (`analysis.caches.cache_line`), but mod S a stride of 2 lines uses half the sets when S is even,
     3/2 lines two thirds when 3 divides S, 5/2 lines two fifths when 5 divides S: a twin with S
     a multiple of 30 (16 ways of a 51609600-B L2 of 128-B lines: 25200 sets) fits none of the
     walks, and its run leaves the line undetermined. So: W ways from WAYS_RANGE dividing the

@@ -1,0 +1,1 @@
+"""Shared-memory banks from strided-access latency sweeps: the gcd bank model."""

@@ -1,0 +1,2 @@
+"""Outstanding-request handling from Thread-Latency sweeps: spikes, the request table, repeated
+sweeps' agreement."""

@@ -1,0 +1,1 @@
+"""Copy throughput of global and shared memory."""
