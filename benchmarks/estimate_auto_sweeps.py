@@ -23,7 +23,7 @@ import numpy as np
 
 from gpudissect.analysis.common.misses import first_miss_bracket
 from gpudissect.analysis.l2.l2 import step_brackets
-from gpudissect.backends.facts import DeviceFacts
+from gpudissect.contract.facts import DeviceFacts
 from gpudissect.experiments import auto_ranges as ar
 from gpudissect.experiments.pchase_classic import ClassicParams, plan
 from gpudissect.sizesearch import refine_steps, search_size

@@ -9,9 +9,9 @@ import yaml
 
 from gpudissect.analysis.tlb import tlb
 from gpudissect.analysis.tlb.tlb import page_verdict
-from gpudissect.backends.facts import DeviceFacts
 from gpudissect.backends.sim import SimBackend
 from gpudissect.config import load, load_schema, parse
+from gpudissect.contract.facts import DeviceFacts
 from gpudissect.exceptions import ConfigError
 from gpudissect.experiments import tlbs
 from gpudissect.experiments.auto_ranges import (

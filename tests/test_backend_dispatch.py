@@ -4,7 +4,7 @@ from dataclasses import dataclass
 
 import pytest
 
-from gpudissect.backends.base import Backend, handles
+from gpudissect.contract.backend import Backend, handles
 from gpudissect.exceptions import DeviceUnavailable
 
 

@@ -3,8 +3,8 @@
 import numpy as np
 import pytest
 
-from gpudissect.backends.base import ChaseWork
 from gpudissect.backends.sim import SimBackend
+from gpudissect.contract.backend import ChaseWork
 from gpudissect.patterns import stride_chain, stride_cycle
 
 PROFILE = "tests/data/tiny_profile.yaml"

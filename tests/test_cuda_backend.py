@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from gpudissect.backends.base import ChaseWork
+from gpudissect.contract.backend import ChaseWork
 from gpudissect.patterns import chain_pass_steps, stride_chain
 
 pytestmark = pytest.mark.gpu

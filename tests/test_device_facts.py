@@ -2,8 +2,8 @@
 
 from pathlib import Path
 
-from gpudissect.backends.facts import DeviceFacts, facts_from_attributes
 from gpudissect.backends.sim import SimBackend
+from gpudissect.contract.facts import DeviceFacts, facts_from_attributes
 
 REPO = Path(__file__).resolve().parents[1]
 

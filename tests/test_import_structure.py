@@ -105,13 +105,13 @@ def test_no_import_circles():
 
 
 def test_experiments_import_no_backend_implementation():
-    # the experiment owns its work description; a backend receives it (backends.base is the
-    # contract both sides share, backends.facts the plain record of what a backend reports of
+    # the experiment owns its work description; a backend receives it (contract.backend is the
+    # contract both sides share, contract.facts the plain record of what a backend reports of
     # its device, which automatic ranges are sized from)
     for module, imports in import_graph().items():
         if module.startswith("gpudissect.experiments"):
             backends = {m for m in imports if m.startswith("gpudissect.backends")}
-            allowed = {"gpudissect.backends.base", "gpudissect.backends.facts"}
+            allowed = {"gpudissect.contract.backend", "gpudissect.contract.facts"}
             assert backends <= allowed, (module, backends)
 
 

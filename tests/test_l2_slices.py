@@ -14,9 +14,9 @@ import yaml
 
 from gpudissect.analysis.l2.l2_partition import fit_affine
 from gpudissect.analysis.l2.l2_slices import analyse, figure_table
-from gpudissect.backends.base import Backend, handles
-from gpudissect.backends.facts import DeviceFacts
 from gpudissect.backends.sim import SimBackend
+from gpudissect.contract.backend import Backend, handles
+from gpudissect.contract.facts import DeviceFacts
 from gpudissect.exceptions import ConfigError, ProfileError
 from gpudissect.experiments import l2_slices as e
 

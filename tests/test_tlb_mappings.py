@@ -260,7 +260,7 @@ def test_a_stride_at_the_unit_cannot_show_coalescing():
 
 
 def test_memory_share_spans_come_from_the_device_memory():
-    from gpudissect.backends.facts import DeviceFacts
+    from gpudissect.contract.facts import DeviceFacts
 
     series = [
         {"layout": "contiguous", "stride_bytes": CHUNK, "max_array_bytes": {"memory_share": 0.5}},
@@ -283,7 +283,7 @@ def test_memory_share_spans_come_from_the_device_memory():
 
 
 def test_records_are_cut_to_the_shared_memory_a_block_may_opt_into():
-    from gpudissect.backends.facts import DeviceFacts
+    from gpudissect.contract.facts import DeviceFacts
 
     series = [
         {"layout": "contiguous", "stride_bytes": CHUNK, "max_array_bytes": {"memory_share": 40}},

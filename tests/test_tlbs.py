@@ -11,9 +11,9 @@ import pandas as pd
 import pytest
 
 from gpudissect.analysis.tlb import tlb, tlb_document, tlb_sets
-from gpudissect.backends.base import ChaseWork
 from gpudissect.backends.sim import SimBackend
 from gpudissect.config import load, load_schema
+from gpudissect.contract.backend import ChaseWork
 from gpudissect.exceptions import ConfigError
 from gpudissect.experiments import tlbs
 

@@ -6,7 +6,7 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from ..config import DeviceEntry
-    from .base import Backend
+    from ..contract.backend import Backend
 
 
 def open_backend(

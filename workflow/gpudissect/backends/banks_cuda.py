@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from ..contract.backend import handles
 from ..exceptions import DeviceUnavailable
 from ..experiments.bank_conflicts import (
     WARP_THREADS,
@@ -15,7 +16,6 @@ from ..experiments.bank_conflicts import (
     SharedFacts,
     SharedFactsQuery,
 )
-from .base import handles
 
 if TYPE_CHECKING:
     from .cuda import CudaBackend

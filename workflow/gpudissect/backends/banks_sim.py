@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from ..contract.backend import handles
 from ..exceptions import DeviceUnavailable
 from ..experiments.bank_conflicts import (
     SharedBankResult,
@@ -15,7 +16,6 @@ from ..experiments.bank_conflicts import (
     SharedFacts,
     SharedFactsQuery,
 )
-from .base import handles
 from .seeding import point_seed
 
 if TYPE_CHECKING:

@@ -14,10 +14,10 @@ from typing import Any
 
 import numpy as np
 
+from ..contract.backend import Backend, ChaseResult, ChaseWork
+from ..contract.facts import DeviceFacts, facts_from_attributes
 from ..exceptions import DeviceUnavailable
 from ..kernels import file_sha256
-from .base import Backend, ChaseResult, ChaseWork
-from .facts import DeviceFacts, facts_from_attributes
 from .gpu_lock import GpuLock
 
 log = logging.getLogger(__name__)

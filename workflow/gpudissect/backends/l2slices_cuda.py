@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from ..contract.backend import handles
 from ..exceptions import DeviceUnavailable
 from ..experiments.l2_slices import (
     CONTENTION_WARPS,
@@ -22,7 +23,6 @@ from ..experiments.l2_slices import (
     L2SliceResult,
     L2SliceWork,
 )
-from .base import handles
 
 if TYPE_CHECKING:
     from .cuda import CudaBackend

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from ..contract.backend import handles
 from ..experiments.l2_slices import (
     CONTENTION_WARPS,
     L2ContentionResult,
@@ -28,7 +29,6 @@ from ..experiments.l2_slices import (
     L2SliceWork,
 )
 from ..sim.l2_slices import L2SliceSpec
-from .base import handles
 from .seeding import point_seed
 
 if TYPE_CHECKING:

@@ -20,9 +20,9 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from ..contract.backend import ChaseResult, handles
 from ..exceptions import DeviceUnavailable
 from ..experiments.mapped_chase import MappedChaseWork, PhysicalLayout, ReleaseMapping
-from .base import ChaseResult, handles
 
 if TYPE_CHECKING:
     from .cuda import CudaBackend

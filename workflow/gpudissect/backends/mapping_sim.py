@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from ..contract.backend import ChaseResult, handles
 from ..experiments.mapped_chase import MappedChaseWork, PhysicalLayout, ReleaseMapping
-from .base import ChaseResult, handles
 
 if TYPE_CHECKING:
     from .sim import SimBackend

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..contract.backend import handles
 from ..experiments.multichase import MultiChaseResult, MultiChaseWork
-from .base import handles
 
 PATH_CODES = {"ca": 0, "cg": 1, "nc": 2, "tex": 3, "const": 4}
 NO_RECORD = 0xFFFFFFFF

@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..contract.backend import handles
 from ..experiments.multichase import CONST_PATH, MultiChaseResult, MultiChaseWork
-from .base import handles
 from .seeding import point_seed
 
 CONST_BASE_BYTES = 1 << 40

@@ -9,9 +9,9 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from ..contract.backend import handles
 from ..exceptions import DeviceUnavailable
 from ..experiments.pointer_walk import PointerWalkWork, WalkResult
-from .base import handles
 
 if TYPE_CHECKING:
     from .cuda import CudaBackend

@@ -10,8 +10,8 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from ..contract.backend import handles
 from ..experiments.pointer_walk import PointerWalkWork, WalkResult
-from .base import handles
 from .seeding import point_seed
 
 if TYPE_CHECKING:

@@ -8,10 +8,10 @@ from typing import Any
 
 import numpy as np
 
+from ..contract.backend import handles
 from ..exceptions import GpuDissectError
 from ..experiments.l2_flush import ELEMENT_BYTES, CopyResult, CopyWork
 from ..experiments.requests import RequestsResult, RequestsWork
-from .base import handles
 
 MAX_SMID = 1024  # kernels/requests.cu: size of the per-SM slot counters
 SPIN_CYCLES = 1 << 24  # how long a gathered block waits for the others (~10 ms at 1.7 GHz)

@@ -8,10 +8,10 @@ import hashlib
 
 import numpy as np
 
+from ..contract.backend import handles
 from ..exceptions import ProfileError
 from ..experiments.l2_flush import CopyResult, CopyWork
 from ..experiments.requests import NoRequestTable, RequestsResult, RequestsWork
-from .base import handles
 from .seeding import point_seed
 
 L2_PATH = "cg"  # host-to-device copies and the copy kernel's loads reach the L2 only

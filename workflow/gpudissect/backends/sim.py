@@ -8,8 +8,8 @@ from typing import Any
 
 import numpy as np
 
-from .base import Backend, ChaseResult, ChaseWork
-from .facts import DeviceFacts, facts_from_profile
+from ..contract.backend import Backend, ChaseResult, ChaseWork
+from ..contract.facts import DeviceFacts, facts_from_profile
 from .seeding import point_seed
 
 

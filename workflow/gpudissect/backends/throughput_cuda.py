@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from ..contract.backend import handles
 from ..experiments.global_throughput import CopyTimings, DeviceCopyWork, GlobalCopyWork
 from ..experiments.shared_throughput import (
     SharedCopyResult,
@@ -14,7 +15,6 @@ from ..experiments.shared_throughput import (
     ThroughputFacts,
     ThroughputFactsQuery,
 )
-from .base import handles
 
 if TYPE_CHECKING:
     from .cuda import CudaBackend

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from ..contract.backend import handles
 from ..exceptions import DeviceUnavailable
 from ..experiments.global_throughput import CopyTimings, DeviceCopyWork, GlobalCopyWork
 from ..experiments.shared_throughput import (
@@ -21,7 +22,6 @@ from ..experiments.shared_throughput import (
     ThroughputFacts,
     ThroughputFactsQuery,
 )
-from .base import handles
 from .seeding import point_seed
 
 if TYPE_CHECKING:

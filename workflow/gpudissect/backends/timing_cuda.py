@@ -7,9 +7,9 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from ..contract.backend import handles
 from ..exceptions import DeviceUnavailable
 from ..experiments.timing_overhead import AmortizedChaseWork, ClockWindowWork, TimedCycles
-from .base import handles
 
 if TYPE_CHECKING:
     from .cuda import CudaBackend

@@ -10,8 +10,8 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from ..contract.backend import handles
 from ..experiments.timing_overhead import AmortizedChaseWork, ClockWindowWork, TimedCycles
-from .base import handles
 from .seeding import point_seed
 
 if TYPE_CHECKING:

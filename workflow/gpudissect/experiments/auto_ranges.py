@@ -19,8 +19,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..backends.facts import DeviceFacts
 from ..config import SizeRange
+from ..contract.facts import DeviceFacts
 from ..exceptions import ConfigError
 from ..sizesearch import SearchPlan
 

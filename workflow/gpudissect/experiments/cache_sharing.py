@@ -16,8 +16,8 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from ..backends.base import Backend
 from ..config import DeviceEntry
+from ..contract.backend import Backend
 from ..exceptions import ConfigError
 from .cache_stage1 import backend_paths
 from .disturbance import KERNELS, SCHEMA, DisturbanceRecorder, stage1_targets

@@ -39,8 +39,8 @@ import pyarrow as pa
 from ..analysis.caches import cache_levels as cl
 from ..analysis.caches import cache_line
 from ..analysis.common.misses import bound_settled, first_miss_bracket
-from ..backends.base import Backend
 from ..config import AUTO, DeviceEntry, SizeRange, check_stride_and_sizes
+from ..contract.backend import Backend
 from ..exceptions import ConfigError, TraceError
 from ..patterns import chain_pass_steps, stride_chain
 from ..sizesearch import search_size

@@ -32,8 +32,8 @@ import pandas as pd
 import pyarrow as pa
 
 from ..analysis.caches import cache_structure as cs
-from ..backends.base import Backend
 from ..config import DeviceEntry
+from ..contract.backend import Backend
 from ..exceptions import TraceError
 from ..patterns import stride_chain
 from .cache_stage1 import PATHS

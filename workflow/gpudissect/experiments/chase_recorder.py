@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from ..backends.base import Backend, ChaseWork
+from ..contract.backend import Backend, ChaseWork
 from ..exceptions import TraceError
 
 NO_CARVEOUT = -1  # carveout_pct where the backend has no L1/shared carveout

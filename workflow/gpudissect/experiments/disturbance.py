@@ -20,7 +20,7 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 
-from ..backends.base import Backend
+from ..contract.backend import Backend
 from ..exceptions import TraceError
 from .multichase import (
     CONST_ELEMENTS,

@@ -20,8 +20,8 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 
-from ..backends.base import Backend
 from ..config import AUTO, DeviceEntry
+from ..contract.backend import Backend
 from ..exceptions import ConfigError
 from .auto_ranges import copy_bytes
 from .shared_throughput import KERNEL_ILPS, ThroughputFactsQuery

@@ -55,8 +55,8 @@ import pyarrow as pa
 
 from ..analysis.caches.l1_decisions import hit_threshold, overloaded, walk_hits
 from ..analysis.common import gf2
-from ..backends.base import Backend
 from ..config import DeviceEntry
+from ..contract.backend import Backend
 from ..exceptions import ConfigError
 from .pointer_walk import WalkTest, max_records, pack
 

@@ -22,9 +22,9 @@ import pandas as pd
 import pyarrow as pa
 
 from ..analysis.common.misses import bound_settled, first_miss_bracket
-from ..backends.base import Backend, ChaseWork
-from ..backends.facts import DeviceFacts
 from ..config import AUTO, DeviceEntry, SizeRange, check_stride_and_sizes
+from ..contract.backend import Backend, ChaseWork
+from ..contract.facts import DeviceFacts
 from ..exceptions import ConfigError
 from ..patterns import chain_pass_steps, stride_cycle
 from ..sizesearch import SearchPlan, search_size

@@ -24,8 +24,8 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 
-from ..backends.base import Backend, ChaseWork
 from ..config import AUTO, DeviceEntry
+from ..contract.backend import Backend, ChaseWork
 from ..exceptions import ConfigError, DeviceUnavailable
 from ..patterns import chain_pass_steps, stride_chain
 from ..sizesearch import refine_steps

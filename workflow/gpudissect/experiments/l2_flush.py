@@ -14,8 +14,8 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 
-from ..backends.base import Backend
 from ..config import AUTO, DeviceEntry, SizeRange
+from ..contract.backend import Backend
 from ..exceptions import ConfigError
 from .auto_ranges import l2_flush_range
 

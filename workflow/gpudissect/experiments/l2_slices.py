@@ -48,8 +48,8 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 
-from ..backends.base import Backend
 from ..config import DeviceEntry
+from ..contract.backend import Backend
 from ..exceptions import ConfigError
 
 NAME = "l2_slices"

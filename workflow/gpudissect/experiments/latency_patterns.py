@@ -39,8 +39,8 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 
-from ..backends.base import Backend, ChaseWork
 from ..config import AUTO, DeviceEntry
+from ..contract.backend import Backend, ChaseWork
 from ..exceptions import ConfigError
 from . import empty_frame
 from .auto_ranges import index_bytes, walk_memory_bytes

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..backends.base import ChaseWork
+from ..contract.backend import ChaseWork
 from ..patterns import distinct
 
 LAYOUTS = ("contiguous", "scattered")

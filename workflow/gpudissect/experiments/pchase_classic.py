@@ -14,8 +14,8 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 
-from ..backends.base import Backend, ChaseWork
 from ..config import AUTO, DeviceEntry, SizeRange, check_stride_and_sizes
+from ..contract.backend import Backend, ChaseWork
 from ..exceptions import ConfigError
 from ..patterns import chain_pass_steps, stride_chain
 from . import empty_frame

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..backends.base import ChaseResult, ChaseWork, handles
+from ..contract.backend import ChaseResult, ChaseWork, handles
 from ..patterns import all_distinct
 
 

@@ -22,8 +22,8 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 
-from ..backends.base import Backend, ChaseWork
 from ..config import DeviceEntry
+from ..contract.backend import Backend, ChaseWork
 from ..exceptions import ConfigError
 from ..patterns import chain_pass_steps, stride_chain
 

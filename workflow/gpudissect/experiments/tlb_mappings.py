@@ -34,9 +34,9 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 
-from ..backends.base import Backend
-from ..backends.facts import DeviceFacts
 from ..config import DeviceEntry
+from ..contract.backend import Backend
+from ..contract.facts import DeviceFacts
 from ..exceptions import ConfigError
 from .mapped_chase import LAYOUTS, MappedChaseWork, PhysicalLayout, ReleaseMapping
 from .sparse_chase import sequence_work

@@ -38,9 +38,9 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 
-from ..backends.base import Backend
-from ..backends.facts import DeviceFacts
 from ..config import AUTO, DeviceEntry
+from ..contract.backend import Backend
+from ..contract.facts import DeviceFacts
 from ..exceptions import ConfigError
 from . import auto_ranges
 from .auto_ranges import walk_memory_bytes

@@ -151,7 +151,7 @@ class Backend(ABC):
     @abstractmethod
     def facts(self) -> DeviceFacts:
         """The driver's facts of the device (sizes, counts, clocks): automatic sweep ranges
-        start from them (`backends.facts`)."""
+        start from them (`contract.facts`)."""
 
     @property
     @abstractmethod
