@@ -1,7 +1,8 @@
 """The package's import structure (read from the source, nothing imported): no module takes part
 in an import circle (a lazy import inside a function counts; one under `if TYPE_CHECKING:` does
-not), experiments never import a backend's implementation, and no plotting module imports the
-analysis (a figure draws the tables the analysis wrote)."""
+not), experiments never import a backend (the contract they share lies below both, in
+`contract`), no plotting module imports the analysis (a figure draws the tables the analysis
+wrote), and no analysis folder holds more than 15 modules."""
 
 from __future__ import annotations
 
@@ -104,15 +105,72 @@ def test_no_import_circles():
     assert circles(import_graph()) == []
 
 
-def test_experiments_import_no_backend_implementation():
-    # the experiment owns its work description; a backend receives it (contract.backend is the
-    # contract both sides share, contract.facts the plain record of what a backend reports of
-    # its device, which automatic ranges are sized from)
-    for module, imports in import_graph().items():
+def backend_imports(graph: dict[str, set[str]]) -> dict[str, set[str]]:
+    """Per experiment module, the backend modules it imports (none allowed)."""
+    out = {}
+    for module, imports in graph.items():
         if module.startswith("gpudissect.experiments"):
             backends = {m for m in imports if m.startswith("gpudissect.backends")}
-            allowed = {"gpudissect.contract.backend", "gpudissect.contract.facts"}
-            assert backends <= allowed, (module, backends)
+            if backends:
+                out[module] = backends
+    return out
+
+
+def test_the_backend_check_finds_a_planted_import():
+    graph = {
+        "gpudissect.experiments.x": {"gpudissect.backends.sim", "gpudissect.contract.backend"},
+        "gpudissect.experiments.y": {"gpudissect.contract.facts"},
+        "gpudissect.backends.sim": {"gpudissect.experiments.x"},
+    }
+    assert backend_imports(graph) == {"gpudissect.experiments.x": {"gpudissect.backends.sim"}}
+
+
+def test_experiments_import_no_backend():
+    # the experiment owns its work description and a backend receives it: the contract both
+    # sides share (work types, the Backend protocol, device facts) lives below both, in
+    # `contract`, so no experiment reaches up into backends, not even for the interface
+    assert backend_imports(import_graph()) == {}
+
+
+def test_experiments_and_backends_share_the_contract():
+    # the contract sits below both rooms: it imports neither
+    graph = import_graph()
+    contract = {m: i for m, i in graph.items() if m.startswith("gpudissect.contract")}
+    assert contract, "no gpudissect.contract modules"
+    for module, imports in contract.items():
+        above = {
+            m for m in imports if m.startswith(("gpudissect.experiments", "gpudissect.backends"))
+        }
+        assert not above, (module, above)
+
+
+MAX_MODULES_PER_FOLDER = 15
+
+
+def crowded_folders(root: Path, limit: int = MAX_MODULES_PER_FOLDER) -> dict[str, int]:
+    """Folders under `root` (itself included) holding more than `limit` modules (__init__ not
+    counted)."""
+    out = {}
+    for folder in [root, *(p for p in root.rglob("*") if p.is_dir())]:
+        n = sum(1 for p in folder.glob("*.py") if p.name != "__init__.py")
+        if n > limit:
+            out[str(folder.relative_to(root))] = n
+    return out
+
+
+def test_the_folder_count_finds_a_crowded_folder(tmp_path):
+    (tmp_path / "sub").mkdir()
+    for i in range(3):
+        (tmp_path / "sub" / f"m{i}.py").write_text("")
+    (tmp_path / "sub" / "__init__.py").write_text("")
+    (tmp_path / "one.py").write_text("")
+    assert crowded_folders(tmp_path, limit=2) == {"sub": 3}
+    assert crowded_folders(tmp_path, limit=3) == {}
+
+
+def test_no_analysis_folder_over_15_modules():
+    # an experiment's whole analysis in one folder of its subject, none a crowd to search
+    assert crowded_folders(PACKAGE / "analysis") == {}
 
 
 def test_no_plotting_module_imports_the_analysis():
