@@ -533,3 +533,32 @@ def test_cuda_host_side_retargets_and_times_each_block_from_the_common_start():
     assert launches[0] == ((264, 1), (800, 1, 1), 0) and launches[1][2] == 5
     assert r.elapsed_cycles.shape == (2, 1568)
     assert np.all(r.elapsed_cycles[:, :800] == 500) and np.all(r.elapsed_cycles[:, 800:] == 600)
+
+
+def test_a_step_where_the_launch_changes_from_one_block_to_two_is_no_saturation():
+    from gpudissect.analysis.requests.requests import fit_sweeps
+
+    # latency rising smoothly with the threads inside one block and inside two, and a step of
+    # 53 cycles where the sweep goes from one block of 1022 threads to two of 528 (the H200's
+    # UNQ N=1 sweep: 1417 -> 1470 cycles, then 1100 at 1088 threads)
+    one = np.arange(2, 1024, 32)
+    two = np.arange(1056, 2049, 32)
+    threads = np.concatenate([one, two])
+    latency = np.concatenate([271 + 1.1 * one, 1470 + 1.1 * (two - 1056)])
+    blocks = np.concatenate([np.ones(one.size, int), np.full(two.size, 2)])
+    table = pd.DataFrame(
+        {
+            "pattern": "unq",
+            "merge_threads": 1,
+            "loads_per_thread": 1,
+            "threads": threads,
+            "latency_cycles": latency,
+            "runs": 3,
+            "blocks": blocks,
+        }
+    )
+    (fit,) = fit_sweeps(table)
+    assert fit.saturation is None
+    # the same numbers launched as one geometry read the step as the table filling
+    (merged,) = fit_sweeps(table.drop(columns="blocks"))
+    assert merged.saturation is not None and merged.saturation.next_threads == 1056
