@@ -3,17 +3,21 @@ PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
 CORES  ?= 1
+# processes of `make test` (pytest-xdist)
+TEST_WORKERS ?= 2
 export PATH := $(abspath $(BIN)):$(PATH)
 
 # the Slurm executor plugin of the `slurm` extra, pinned there
 SLURM_PLUGIN = $(shell sed -n 's/^slurm = \["\(.*\)"\]$$/\1/p' pyproject.toml)
 
-.PHONY: reproduce test lint bench gpu-test test-modern reference artifact clean help
+.PHONY: reproduce test test-suite lint bench bench-ci gpu-test test-modern reference artifact clean help
 
 help:
 	@echo "make reproduce   create $(VENV), install pinned deps, run the default pipeline"
-	@echo "make test        lint + the whole test suite (incl. snakemake --lint, a tiny pipeline run)"
+	@echo "make test        lint + the whole test suite in TEST_WORKERS=$(TEST_WORKERS) processes (incl. snakemake --lint, a tiny pipeline run)"
+	@echo "make test-suite  the test suite alone (no lint)"
 	@echo "make bench       simulator and pipeline speed benchmarks"
+	@echo "make bench-ci    CI=true .ci/run on a fresh clone, timed by phase (goal: 10 minutes)"
 	@echo "make gpu-test    the GPU tests (on a GPU host with pycuda)"
 	@echo "make test-modern the A100, L40S and B200 twins through the GPU experiment set"
 	@echo "make reference GPU=NAME  (GPU host) the config/gpu.yaml run + twin -> results/reference/NAME/"
@@ -44,8 +48,12 @@ $(VENV)/.slurm: $(VENV)/.installed
 	$(BIN)/python -m pip install -q -c requirements.lock "$(SLURM_PLUGIN)"
 	touch $@
 
-test: lint $(VENV)/.slurm
-	$(BIN)/python -m pytest -q
+# The suite in TEST_WORKERS processes (pytest-xdist), each module whole in one of them, the
+# end-to-end modules first (tests/conftest.py); TEST_WORKERS=0 runs it in this process alone.
+test: lint test-suite
+
+test-suite: $(VENV)/.slurm
+	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadscope --no-loadscope-reorder
 
 gpu-test: $(VENV)/.installed
 	$(BIN)/python -m pytest -q -m gpu
@@ -57,6 +65,10 @@ test-modern: $(VENV)/.installed
 bench: $(VENV)/.installed
 	$(BIN)/python benchmarks/bench_sim.py
 	$(BIN)/python benchmarks/bench_pipeline.py
+
+# `CI=true bash .ci/run` on a fresh clone of this checkout, timed by phase (about 10 minutes)
+bench-ci:
+	$(PYTHON) benchmarks/bench_ci.py
 
 # One GPU's reference results (results/reference/<GPU>/, README.md "Reference results"): the
 # whole config/gpu.yaml run of CUDA device 0 with its twin, then the fleet report.

@@ -13,7 +13,30 @@ def _gpu_available() -> bool:
         return False
 
 
+# The modules that run the pipeline end to end, costliest first (each test's duration from
+# `pytest --durations`): they are collected first, so that under pytest-xdist (`make test`:
+# `-n 2 --dist loadscope --no-loadscope-reorder`, one module to one worker) they start at once
+# and spread over the workers while the quick modules fill in around them. A module not named
+# here keeps its place after them, in collection order.
+COSTLIEST_FIRST = (
+    "test_artifact_bundle.py",
+    "test_twin_round_trip.py",
+    "test_slurm_profile.py",
+    "test_workflow.py",
+    "test_study_targets.py",
+    "test_install.py",
+    "test_repeats.py",
+)
+
+
+def _cost_rank(item) -> int:
+    name = item.path.name
+    return COSTLIEST_FIRST.index(name) if name in COSTLIEST_FIRST else len(COSTLIEST_FIRST)
+
+
 def pytest_collection_modifyitems(config, items):
+    # a stable sort: each module's tests stay together and in their order
+    items.sort(key=_cost_rank)
     if any(item.get_closest_marker("gpu") for item in items) and not _gpu_available():
         skip = pytest.mark.skip(reason="needs an NVIDIA GPU with pycuda (run on the GPU host)")
         for item in items:
