@@ -2,7 +2,7 @@
 # A one-node Slurm cluster on localhost for the test suite (tests/test_slurm_profile.py):
 # Debian's slurm-wlm and munge, no accounting storage, one fake GPU.
 #
-#   tests/slurm_localhost.sh install   # apt-get the packages (root)
+#   tests/slurm_localhost.sh install   # apt-get the packages (root), unless they are installed
 #   tests/slurm_localhost.sh start     # write slurm.conf for this host, start munged, slurmctld, slurmd
 #   tests/slurm_localhost.sh check     # sinfo, a CPU job and a --gpus=1 job
 #   tests/slurm_localhost.sh stop      # stop the daemons by their PID files, remove its slurm.conf
@@ -24,6 +24,11 @@ need_root() { [ "$(id -u)" = 0 ] || die "needs root (it writes $ETC and starts d
 
 install_packages() {
     need_root
+    if command -v slurmctld >/dev/null && command -v slurmd >/dev/null \
+        && command -v munged >/dev/null; then
+        echo "slurm_localhost: slurm-wlm and munge are installed already"
+        return
+    fi
     command -v apt-get >/dev/null || die "needs apt-get (Debian's slurm-wlm and munge)"
     # No init system here: a policy-rc.d that exits 101 keeps the packages' maintainer scripts
     # from starting the daemons; this script starts them itself.
