@@ -6,7 +6,8 @@ Clones the checkout's HEAD (committed work only) into a temporary folder, runs `
 suite) and prints the wall time, each phase's time from the `ci: phase NAME S s` lines that
 `.ci/run` writes, the suite's summary line and the load of the machine before and after. With
 `--fresh-home` the run gets an empty HOME, so that pip's cache and the bundle's wheel cache start
-empty as on a new machine. Exits with `.ci/run`'s status.
+empty as on a new machine. The suite's temporary folders are made under the clone's temporary
+folder (`--basetemp`). Exits with `.ci/run`'s status.
 """
 
 from __future__ import annotations
@@ -86,6 +87,9 @@ def main() -> int:
         subprocess.run(["git", "clone", "-q", str(REPO), str(clone)], check=True)
         env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
         env["CI"] = "true"
+        # the suite's temporary folders in this run's own folder: another pytest session of the
+        # same user keeps only its three latest under the shared default and removes the rest
+        env["PYTEST_ADDOPTS"] = f"--basetemp={tmp / 'pytest'}"
         if args.fresh_home:
             env["HOME"] = str(tmp / "home")
             Path(env["HOME"]).mkdir()
