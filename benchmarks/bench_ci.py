@@ -7,7 +7,8 @@ suite) and prints the wall time, each phase's time from the `ci: phase NAME S s`
 `.ci/run` writes, the suite's summary line and the load of the machine before and after. With
 `--fresh-home` the run gets an empty HOME, so that pip's cache and the bundle's wheel cache start
 empty as on a new machine. The suite's temporary folders are made under the clone's temporary
-folder (`--basetemp`). Exits with `.ci/run`'s status.
+folder (`--basetemp`), and the log ends with the 40 slowest tests' times. Exits with
+`.ci/run`'s status.
 """
 
 from __future__ import annotations
@@ -88,8 +89,9 @@ def main() -> int:
         env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
         env["CI"] = "true"
         # the suite's temporary folders in this run's own folder: another pytest session of the
-        # same user keeps only its three latest under the shared default and removes the rest
-        env["PYTEST_ADDOPTS"] = f"--basetemp={tmp / 'pytest'}"
+        # same user keeps only its three latest under the shared default (pytest's temporary
+        # folder and remove the rest); the 40 slowest tests' times at the end of the log
+        env["PYTEST_ADDOPTS"] = f"--basetemp={tmp / 'pytest'} --durations=40"
         if args.fresh_home:
             env["HOME"] = str(tmp / "home")
             Path(env["HOME"]).mkdir()
