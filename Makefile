@@ -10,7 +10,7 @@ export PATH := $(abspath $(BIN)):$(PATH)
 # the Slurm executor plugin of the `slurm` extra, pinned there
 SLURM_PLUGIN = $(shell sed -n 's/^slurm = \["\(.*\)"\]$$/\1/p' pyproject.toml)
 
-.PHONY: reproduce test test-suite lint bench bench-ci gpu-test test-modern reference artifact clean help
+.PHONY: reproduce test test-suite lint bench bench-ci gpu-test test-modern reference artifact wheel-cache clean help
 
 help:
 	@echo "make reproduce   create $(VENV), install pinned deps, run the default pipeline"
@@ -99,13 +99,18 @@ ARTIFACT_RUN ?=
 results/report/report.md: | $(VENV)/.installed
 	$(BIN)/snakemake --cores $(CORES) $(ARTIFACT_RUN)
 
-dist/$(ARTIFACT).tar.gz: results/report/report.md $(VENV)/.installed
-	rm -rf build/artifact && mkdir -p $(STAGE) dist $(WHEEL_CACHE)
+# The wheels into WHEEL_CACHE (pip keeps what is there), a target of its own: `make -j2
+# artifact` downloads them while the report's run works
+wheel-cache: | $(VENV)/.installed
+	mkdir -p $(WHEEL_CACHE)
+	$(BIN)/python -m pip download -q -d $(WHEEL_CACHE) $(WHEEL_ARGS)
+
+dist/$(ARTIFACT).tar.gz: results/report/report.md wheel-cache $(VENV)/.installed
+	rm -rf build/artifact && mkdir -p $(STAGE) dist
 	git ls-files -z | xargs -0 tar -cf - | tar -xf - -C $(STAGE)
 	PYTHONPATH=workflow $(BIN)/python -c \
 		"from gpudissect.provenance import git_commit; print(git_commit('.'))" > $(STAGE)/COMMIT
 	cp -r results/report results/analysis results/figures $(STAGE)/results/
-	$(BIN)/python -m pip download -q -d $(WHEEL_CACHE) $(WHEEL_ARGS)
 	$(BIN)/python -m pip download -q --no-index --find-links $(WHEEL_CACHE) \
 		-d $(STAGE)/wheelhouse $(WHEEL_ARGS)
 	tar -czf $@.tmp -C build/artifact $(ARTIFACT)

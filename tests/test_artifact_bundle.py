@@ -97,6 +97,7 @@ def bundle(tmp_path_factory):
     proc = subprocess.run(
         [
             "make",
+            "-j2",  # the wheels download while the report's run works
             "artifact",
             f"VENV={venv}",
             "-o",
