@@ -88,9 +88,9 @@ def main() -> int:
         subprocess.run(["git", "clone", "-q", str(REPO), str(clone)], check=True)
         env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
         env["CI"] = "true"
-        # the suite's temporary folders in this run's own folder: another pytest session of the
-        # same user keeps only its three latest under the shared default (pytest's temporary
-        # folder and remove the rest); the 40 slowest tests' times at the end of the log
+        # the suite's temporary folders in this run's own folder, apart from other pytest
+        # sessions of the same user and removed with it; the 40 slowest tests' times at the end
+        # of the log
         env["PYTEST_ADDOPTS"] = f"--basetemp={tmp / 'pytest'} --durations=40"
         if args.fresh_home:
             env["HOME"] = str(tmp / "home")
