@@ -226,7 +226,14 @@ def run_defects(results: Path) -> list[str]:
     """Every defect over a pipeline run's results folder: each device's documents, topology
     and the rendered report (Markdown and LaTeX)."""
     report = results / "report" / "report.md"
-    names = sorted(p.name for p in (results / "analysis").iterdir() if p.is_dir())
+    md = report.read_text()
+    # the devices the report renders: a results folder may hold other runs' documents too (the
+    # artifact bundle ships the source's results beside the default run's)
+    names = sorted(
+        p.name
+        for p in (results / "analysis").iterdir()
+        if p.is_dir() and f"## Device {p.name}:" in md
+    )
     devices = [
         load_device(
             n,
@@ -236,7 +243,7 @@ def run_defects(results: Path) -> list[str]:
         )
         for n in names
     ]
-    return report_defects(report.read_text(), report.with_suffix(".tex").read_text(), devices)
+    return report_defects(md, report.with_suffix(".tex").read_text(), devices)
 
 
 def _last_heading(lines: list[str], n: int) -> list[str]:
