@@ -9,6 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import yaml
+from test_l1_sets import _params as l1_sets_params
 
 from gpudissect.analysis.caches.l1_sets import analyse, predict_capacity
 from gpudissect.analysis.common import gf2
@@ -25,34 +26,9 @@ GIB = 1 << 30
 
 
 def _params(**over) -> e.L1SetsParams:
-    base = dict(
-        enabled=True,
-        line_bytes=128,
-        window_bytes=1 << 21,
-        shared_buffer_bytes=8192,
-        carveout_pct=0,
-        calibration_lines=32,
-        max_stride_lines=8,
-        max_footprint_lines=192,
-        walk_passes=3,
-        miss_tolerance=2,
-        targets=3,
-        pool_factor=2.0,
-        max_pool_lines=1024,
-        set_passes=4,
-        timed_passes=2,
-        initial_groups=8,
-        probe_batch=128,
-        max_probes=4000,
-        stop_factor=6,
-        check_probes=32,
-        policy_repeats=4,
-        max_reduction_tests=2500,
-        max_launches=20000,
-        seed=1,
-        max_stride_bytes=1 << 25,
-    )
-    return e.L1SetsParams(**{**base, **over})
+    """test_l1_sets' small sweep, with strides of up to 8 lines and the power-of-two strides to
+    32 MiB."""
+    return l1_sets_params(**{"max_stride_lines": 8, "max_stride_bytes": 1 << 25, **over})
 
 
 def _run(probe_window):
