@@ -260,6 +260,17 @@ def validate(raw: dict[str, Any], *, schema: dict[str, Any] | None = None) -> di
     return filled
 
 
+def _check_line_source(merged: dict[str, Any], where: str) -> None:
+    """constant_sets takes an `auto` line from the `caches` result: caches must run."""
+    c = merged.get("constant_sets") or {}
+    if c.get("enabled") and c.get("line_bytes") == AUTO and not merged["caches"]["enabled"]:
+        raise ConfigError(
+            f"{where}.constant_sets.line_bytes: auto takes the constant L1's line from the "
+            f"`caches` experiment, which {where}.caches.enabled turns off; allowed: enable "
+            "caches, or give line_bytes (e.g. 64)"
+        )
+
+
 def _typed_params(merged: dict[str, Any], where: str, only: str | None = None) -> dict[str, Any]:
     from .families import FAMILIES
 
@@ -363,6 +374,7 @@ def parse(
         )
         merged = wrapper["experiments"]
         exp_where = f"{where}.experiments" if d.get("experiments") else "experiments"
+        _check_line_source(merged, exp_where)
         devices.append(
             DeviceEntry(
                 name=d["name"],

@@ -155,6 +155,13 @@ def _l1_size_result_input(device: Any) -> dict[str, str]:
     return {"l1_size": f"results/analysis/{device.name}/l1_size.json"}
 
 
+def _caches_result_input(device: Any) -> dict[str, str]:
+    """The constant-L1 sets sweep takes its line from stage 2 (`caches`), when measured."""
+    if not device.enabled("caches"):
+        return {}
+    return {"caches": f"results/analysis/{device.name}/caches.json"}
+
+
 def _stage1_result_input(device: Any) -> dict[str, str]:
     """Stage 2 (`caches`) sweeps and analyses the levels stage 1 found."""
     return {"cache_stage1": f"results/analysis/{device.name}/cache_stage1.json"}
@@ -341,6 +348,16 @@ _FAMILIES = (
         figures=("l2_slices_matrix",),
         report_section="report.sections_slices:l2_slices_section",
         heavy_analysis=True,
+    ),
+    Family(
+        name="constant_sets",
+        experiment="constant_sets",
+        analyse="analysis.caches.constant_sets:analyse",
+        table="analysis.caches.constant_sets:figure_table",
+        plot="plotting.constant_sets:plot_constant_sets",
+        figures=("constant_sets_strides",),
+        report_section="report.sections_constant_sets:constant_sets_section",
+        sweep_inputs=_caches_result_input,
     ),
 )
 

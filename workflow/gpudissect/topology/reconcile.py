@@ -39,6 +39,12 @@ PRECEDENCE: dict[str, tuple[str, ...]] = {
         f"l1d.{q}": ("l1_sets", "caches")
         for q in ("sets", "ways_per_set", "set_index_bits", "index_kind", "index_masks")
     },
+    # the constant L1's geometry first from `constant_sets` (walks per stride and per start
+    # offset, which see the ways the kernel's own constants hold)
+    **{
+        f"constant_l1.{q}": ("constant_sets", "caches")
+        for q in ("sets", "ways_per_set", "set_index_bits")
+    },
 }
 AGREE_REL = 0.03
 MATCH_REL = 0.10
