@@ -28,6 +28,8 @@
    the farthest one below it.
 4. The SM x slice matrix (median latency of a class's lines from each SM) and two least-squares
    fits: latency = a_sm + b_slice, and the same + p * [the slice lies in the SM's far set].
+5. From the contention classes: the address-to-slice function and the contiguous-buffer
+   capacity its balance allows (slice_function.py).
 """
 
 from __future__ import annotations
@@ -39,6 +41,7 @@ import pandas as pd
 
 from ..common.result import header, not_applicable, quantity, undetermined
 from .l2_partition import LINEAR_TOLERANCE, fit_affine, near_groups, split_lines
+from .slice_function import add_slice_elements
 
 CUT_FACTOR = 3.0
 MIN_SEPARATION = 1.5
@@ -621,6 +624,7 @@ def analyse(
                 f"; cross-check with the partition function: {k['classes_in_one_partition']} of "
                 f"{c['classes']} classes lie inside one partition ({k['classes_per_partition']})"
             )
+        add_slice_elements(l2, c["offsets"], c["labels"], doc["device_info"])
         pos = pd.Index(offsets).get_indexer(c["offsets"])
         if l2["slices"].get("value") is not None and (pos >= 0).all():
             # the matrix of the sampled lines, a column per slice
