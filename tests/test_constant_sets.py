@@ -25,7 +25,7 @@ PARAMS = e.ConstantSetsParams(
     warm_passes=2,
     timed_passes=4,
     overflow_walks=2,
-    miss_share=0.1,
+    miss_share=0.02,
 )
 
 
@@ -41,7 +41,7 @@ def _doc(tmp_path, constant_l1: dict) -> dict:
     path.write_text(yaml.safe_dump(profile))
     data = e.run(SimBackend(profile_path=path, seed=2), PARAMS, device=None)
     return analyse(
-        data, provenance={"device": "sim", "config": {"parameters": {"miss_share": 0.1}}}
+        data, provenance={"device": "sim", "config": {"parameters": {"miss_share": 0.02}}}
     )
 
 
@@ -143,7 +143,9 @@ def test_gpu_constant_walks_find_a_model(tmp_path, nvcc):
     )
     with CudaBackend(index=0, cubin_dir=tmp_path) as backend:
         data = e.run(backend, PARAMS, device=None)
-    doc = analyse(data, provenance={"device": "gpu", "config": {"parameters": {"miss_share": 0.1}}})
+    doc = analyse(
+        data, provenance={"device": "gpu", "config": {"parameters": {"miss_share": 0.02}}}
+    )
     assert doc["threshold_cycles"]["value"] > 0
     print({q: v.get("value") for q, v in doc["elements"]["constant_l1"].items()})
     print([(r["stride_lines"], r["measured_lines"], r["predicted_lines"]) for r in doc["strides"]])

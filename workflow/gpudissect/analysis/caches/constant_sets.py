@@ -43,9 +43,10 @@ def threshold(data: pd.DataFrame) -> float | None:
 
 
 def walk_fits(latency_cycles: Any, cut: float, miss_share: float) -> bool:
-    """A walk fits when at most `miss_share` of its timed loads read above `cut`."""
+    """A walk fits when at most `miss_share` of its timed loads read above `cut`, one miss
+    always allowed (a timing outlier, about one load in 16,000 on an H200)."""
     lat = np.asarray(latency_cycles)
-    return bool(lat.size) and float(np.mean(lat > cut)) <= miss_share
+    return bool(lat.size) and int(np.sum(lat > cut)) <= max(1.0, miss_share * lat.size)
 
 
 def capacities(data: pd.DataFrame, kind: int, key: str, cut: float, share: float) -> pd.DataFrame:
@@ -150,7 +151,7 @@ def analyse(
         doc["strides"] = []
         return doc
     params = provenance.get("config", {}).get("parameters", {})
-    share = float(params.get("miss_share", 0.1))
+    share = float(params.get("miss_share", 0.02))
     line = int(data["line_bytes"].iloc[0])
     cal = data[data["kind"] == CALIBRATE]
     doc["threshold_cycles"] = quantity(
@@ -170,8 +171,8 @@ def analyse(
     walks = f"{len(data.loc[data['kind'] != CALIBRATE, key].drop_duplicates())} walks"
     evidence = (
         f"{len(strides)} strides, {len(offsets)} offsets at a stride of {k_offset} lines; "
-        f"{walks}; a walk fits when at most {share:.0%} of its timed loads read above "
-        f"{cut:.1f} cycles"
+        f"{walks}; a walk fits when at most {share:.0%} of its timed loads (or one) read "
+        f"above {cut:.1f} cycles"
     )
     method = (
         "capacity of cyclic walks per stride and per start offset against S sets indexed by "
@@ -231,6 +232,17 @@ def analyse(
         method="sets x ways x line",
         evidence=detail,
     )
+    one = next((r for r in rows if r["stride_lines"] == 1), None)
+    if one is not None:
+        c["walk_capacity_bytes"] = quantity(
+            one["measured_lines"] * line,
+            unit="bytes",
+            confidence=conf,
+            method="the largest cyclic walk at one line's stride that hits (what a size sweep "
+            "over a contiguous array reads), beside the model's prediction",
+            evidence=f"{one['measured_lines']} lines measured, {one['predicted_lines']} predicted: "
+            f"the first set with fewer than {ways} free ways overflows first",
+        )
     if sets == 1:
         c["set_index_bits"] = quantity(
             [], unit=None, confidence=conf, method=method, evidence=detail
