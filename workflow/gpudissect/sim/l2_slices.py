@@ -26,13 +26,24 @@ reads far until copied.
 
 Each slice has one atomic unit, busy ``atomic_cycles`` per warp-wide atomic (the contention
 launches of backends/l2slices_sim.py).
+
+With ``data_per_slice: true`` the cache's data array is split among the slices as well: slice
+``k`` holds ``sets / slices`` sets of its own (``size_bytes / slices`` bytes), and the lines of
+slice ``k`` fill its sets in turn: the j-th line of slice ``k`` counted from address 0 goes to
+set ``k * sets_per_slice + j mod sets_per_slice``. A buffer the slice function spreads unevenly
+then overflows its most loaded slice first, below the cache's size. The composed index is a
+table over a period of the slice function long enough that every slice takes a whole number
+of rounds of its sets in it (``per_slice_index``); the cache's own ``index`` must then be left
+out.
 The engine evaluates the slice function per load (``_kernels.load``); the latencies of one SM's
 slices are computed here.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
+from functools import cached_property
 
 import numpy as np
 
@@ -55,21 +66,25 @@ class L2SliceSpec:
     near_copies_bytes: int | None = None  # None: no copies (far by slice, as above)
     near_copies_ways: int = 16
     near_copies_index: IndexSpec = field(default_factory=IndexSpec)
+    data_per_slice: bool = False  # the cache's sets split among the slices (docstring)
 
     @property
     def partitions(self) -> int:
         return max(max(self.slice_partition), max(self.sm_partition)) + 1
 
+    @cached_property
+    def _slice_index(self):
+        """The slice function, built once (a table's array is not rebuilt per address)."""
+        return make_index(self.index, sets=self.slices, line_bytes=self.line_bytes)
+
     def slice_of(self, address_bytes: int) -> int:
         """The slice of one byte address."""
-        return make_index(self.index, sets=self.slices, line_bytes=self.line_bytes).set_of(
-            int(address_bytes)
-        )
+        return self._slice_index.set_of(int(address_bytes))
 
     def slices_of(self, addresses_bytes: np.ndarray) -> np.ndarray:
         """The slice of each byte address (int64), by the compiled form the kernels evaluate
         (indexing.py: modulo, parity masks or table)."""
-        c = make_index(self.index, sets=self.slices, line_bytes=self.line_bytes).compiled()
+        c = self._slice_index.compiled()
         a = np.asarray(addresses_bytes, dtype=np.int64)
         if c.kind == MODULO:
             return (a >> c.shift) % self.slices
@@ -123,3 +138,47 @@ def copy_stores(spec: L2SliceSpec | None, caches) -> list[CacheSpec]:
         )
         for p in range(spec.partitions)
     ]
+
+
+MAX_TABLE_LINES = 1 << 20  # the composed index's period, in lines, at most
+
+
+def slice_period_bytes(spec: L2SliceSpec) -> int:
+    """The period of the slice function in bytes: modulo, ``slices`` lines of the shift; masks,
+    the span of their highest bit; a table, its period."""
+    c = make_index(spec.index, sets=spec.slices, line_bytes=spec.line_bytes).compiled()
+    if c.kind == MODULO:
+        return spec.slices << c.shift
+    if c.kind == MASKS:
+        return 1 << max(1, int(np.bitwise_or.reduce(c.data)).bit_length())
+    return c.period_bytes  # TABLE
+
+
+def per_slice_index(spec: L2SliceSpec, cache: CacheSpec) -> IndexSpec:
+    """The set index of a cache whose data array is split among the slices (module docstring),
+    as a table; raises ValueError naming what does not fit."""
+    if cache.sets % spec.slices:
+        raise ValueError(
+            f"the cache's {cache.sets} sets do not split into {spec.slices} slices; give a "
+            "size and ways whose set count is a multiple of the slice count"
+        )
+    per = cache.sets // spec.slices
+    line = cache.line_bytes
+    base = max(slice_period_bytes(spec), line) // line  # lines of one period of the function
+    one = spec.slices_of(np.arange(base, dtype=np.int64) * line)
+    counts = np.bincount(one, minlength=spec.slices)
+    # periods it takes every slice to go round its sets a whole number of times
+    rounds = math.lcm(*(per // math.gcd(int(c), per) for c in counts if c)) if counts.any() else 1
+    lines = base * rounds
+    if lines > MAX_TABLE_LINES:
+        raise ValueError(
+            f"the slice function and the sets repeat every {lines} lines; at most "
+            f"{MAX_TABLE_LINES} allowed"
+        )
+    k = np.tile(one, rounds)
+    order = np.argsort(k, kind="stable")
+    rank = np.empty(lines, dtype=np.int64)
+    start = np.concatenate([[0], np.cumsum(np.bincount(k, minlength=spec.slices))[:-1]])
+    rank[order] = np.arange(lines) - start[k[order]]
+    sets = k * per + rank % per
+    return IndexSpec(kind="table", period_bytes=lines * line, sets_of_lines=tuple(sets.tolist()))

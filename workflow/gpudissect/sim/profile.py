@@ -7,6 +7,7 @@ file, the field (as a dotted path) and what is allowed.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import os
 from collections.abc import Mapping
@@ -26,7 +27,7 @@ from .banks import SharedSpec
 from .cache import CacheSpec
 from .carveout import CarveoutSpec
 from .indexing import IndexSpec
-from .l2_slices import L2SliceSpec
+from .l2_slices import L2SliceSpec, per_slice_index
 from .noise import NoiseSpec
 from .outstanding import RequestsSpec
 from .policies import PolicySpec
@@ -409,8 +410,28 @@ class _Checker:
             far_cycles=d["far_cycles"],
             line_bytes=line,
             atomic_cycles=d.get("atomic_cycles", L2SliceSpec.atomic_cycles),
+            data_per_slice=bool(d.get("data_per_slice", False)),
             **values,
         )
+
+    def sliced_caches(
+        self, spec: L2SliceSpec | None, caches: dict[str, CacheSpec], doc: dict
+    ) -> dict[str, CacheSpec]:
+        """`caches` with the sliced cache's index split among the slices, where the block has
+        ``data_per_slice: true`` (sim/l2_slices.py)."""
+        if spec is None or not spec.data_per_slice:
+            return caches
+        if doc["caches"][spec.cache].get("index") is not None:
+            self.fail(
+                f"caches.{spec.cache}.index",
+                "is given, but l2_slices.data_per_slice places the lines by slice; leave the "
+                "index out, or set data_per_slice: false",
+            )
+        try:
+            index = per_slice_index(spec, caches[spec.cache])
+        except ValueError as e:
+            self.fail("l2_slices.data_per_slice", str(e))
+        return caches | {spec.cache: dataclasses.replace(caches[spec.cache], index=index)}
 
     def carveout(self, d: dict | None, caches: Mapping[str, CacheSpec]) -> CarveoutSpec | None:
         """The ``carveout`` block: the shared partitions beside a cache present here."""
@@ -472,6 +493,8 @@ def load_profile(path: str | os.PathLike, *, schema_path: Path = PROFILE_SCHEMA)
         raise ProfileError(f"{file}: {errors[0]}{more}")
     c = _Checker(file)
     caches = {name: c.cache(name, d) for name, d in doc["caches"].items()}
+    l2_slices = c.l2_slices(doc.get("l2_slices"), caches, doc["sms"])
+    caches = c.sliced_caches(l2_slices, caches, doc)
     noise = {k: v for k, v in doc.get("noise", {}).items() if k != "cite"}
     return DeviceProfile(
         name=doc["name"],
@@ -492,7 +515,7 @@ def load_profile(path: str | os.PathLike, *, schema_path: Path = PROFILE_SCHEMA)
         throughput=c.block(ThroughputSpec, doc.get("throughput"), "throughput"),
         noise=NoiseSpec(**noise),
         timing=c.block(TimingSpec, doc.get("timing"), "timing") or TimingSpec(),
-        l2_slices=c.l2_slices(doc.get("l2_slices"), caches, doc["sms"]),
+        l2_slices=l2_slices,
         carveout=c.carveout(doc.get("carveout"), caches),
         citations=_citations(doc),
         source=file,
