@@ -204,3 +204,31 @@ def test_without_data_per_slice_the_cache_keeps_its_own_index():
     doc = yaml.safe_load(TWIN.read_text())
     assert profile.caches["l2"].index.kind == "xor"
     assert list(profile.caches["l2"].index.masks) == doc["caches"]["l2"]["index"]["masks"]
+
+
+def _export(topology: dict, slices: int | None) -> str:
+    from gpudissect.twin.accel_sim import accel_sim_config
+
+    return accel_sim_config(topology, l2_slices=slices, command="test")
+
+
+def _with_l2(topology: dict, l2: dict) -> dict:
+    keys = ("slices", "slice_function")
+    elements = topology["elements"] | {"l2": topology["elements"]["l2"] | {k: l2[k] for k in keys}}
+    return topology | {"elements": elements}
+
+
+def test_the_export_carries_a_modulo_function_and_says_what_it_cannot_express(tmp_path):
+    from gpudissect.traces import read_trace
+
+    topology = json.loads((H200 / "topology/gpu0.json").read_text())
+    mod40 = _classes(_twin(tmp_path, "mod40", 40, {"kind": "bits"}), 512)["elements"]["l2"]
+    text = _export(_with_l2(topology, mod40), None)
+    assert "\n-gpgpu_memory_partition_indexing 0\n" in text
+    assert "slice = line mod 40" in text and "begin it with dramid@7" in text
+    trace = read_trace(H200 / "traces/gpu0/l2_slices.parquet")
+    h200 = analyse(trace.data, provenance=trace.provenance)["elements"]["l2"]
+    text = _export(_with_l2(topology, h200), None)
+    assert "\n-gpgpu_memory_partition_indexing" not in text
+    left = text.split("# Left for the user:", 1)[1]
+    assert "L2 slice function: measured: not linear (linear part: masks ['0xab000'])" in left

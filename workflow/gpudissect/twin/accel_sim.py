@@ -193,6 +193,57 @@ def _latency(c: _Config, option: str, element: str, minus: str | None = None) ->
     )
 
 
+def _slice_function(c: _Config, slices: int | None) -> None:
+    """The address-to-slice function where GPGPU-Sim's options express it, else why not.
+
+    GPGPU-Sim picks an address's memory channel (one L2 slice per sub-partition, one
+    sub-partition per channel here) by `-gpgpu_memory_partition_indexing`: 0 takes the
+    channel bits of `-gpgpu_mem_addr_mapping` as they are, or, where `-gpgpu_n_mem` is not a
+    power of two, (address >> S) mod n_mem for the `dramid@S` of the mapping; 1 XORs the
+    channel bits with the bits above them; 2 is IPOLY for a few power-of-two counts; 3 (PAE)
+    and 4 (random) are fixed and random hashes. So a modulo function over whole lines is
+    expressed exactly (indexing 0, dramid at the line bit); chosen XOR masks, tables and
+    non-linear functions are not."""
+    b = c.b
+    f = b.value("l2", "slice_function")
+    if not isinstance(f, dict):
+        entry = (b.elements.get("l2") or {}).get("slice_function") or {}
+        why = entry.get("undetermined") or "not in the topology"
+        c.leave("L2 slice function", f"undetermined ({why})")
+        return
+    kind = f.get("kind")
+    if kind == "modulo" and slices and f.get("period_bytes"):
+        line = int(b.value("l2", "line_bytes") or 128)
+        period = int(f["period_bytes"]) // line
+        if period == int(slices):
+            c.option(
+                "-gpgpu_memory_partition_indexing",
+                0,
+                b.cite("l2", "slice_function") + f": slice = line mod {period}; indexing 0 "
+                "takes the channel as (address >> S) mod -gpgpu_n_mem",
+            )
+            c.leave(
+                "-gpgpu_mem_addr_mapping",
+                f"begin it with dramid@{line.bit_length() - 1} (the measured slice = (address "
+                f">> {line.bit_length() - 1}) mod {period}); the DRAM bits after it are not "
+                "measured",
+            )
+            return
+    what = {
+        "xor": f"XOR masks {f.get('masks')}",
+        "table": f"a table over a period of {f.get('period_bytes')} B",
+        "modulo": f"a period of {f.get('period_bytes')} B against {slices} slices",
+        "not_linear": f"not linear (linear part: masks {f.get('linear_masks')})",
+    }.get(kind, str(kind))
+    c.leave(
+        "L2 slice function",
+        f"measured: {what}; -gpgpu_memory_partition_indexing offers consecutive channel bits "
+        "(a modulo of the address where -gpgpu_n_mem is not a power of two), the channel bits "
+        "XORed with the bits above them, IPOLY for some power-of-two counts, PAE and a random "
+        "hash: none of them is this function",
+    )
+
+
 def accel_sim_config(
     topology: dict[str, Any], *, l2_slices: int | None, command: str, base: str | None = None
 ) -> str:
@@ -273,6 +324,7 @@ def accel_sim_config(
             "partitions; -gpgpu_memory_partition_indexing offers linear, XOR of fixed bits, IPOLY "
             "and a random hash, not a measured XOR of chosen bits",
         )
+    _slice_function(c, l2_slices or measured_slices)
     _latency(c, "-gpgpu_l2_rop_latency", "l2", minus="l1d")
     _latency(c, "-dram_latency", "l2", minus="miss")
     if not measured_slices:
