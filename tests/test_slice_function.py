@@ -168,6 +168,9 @@ def test_an_unevenly_loaded_l2_has_the_contiguous_capacity_the_classes_predict(t
     assert measured < 0.85 * driver_bytes
     # tolerance: one step of the measurement (64 lines, 8 KiB)
     assert abs(predicted["value"] - measured) <= 64 * LINE, (predicted, measured)
+    from gpudissect.topology.l2_capacity import _reason
+
+    assert "explained by slice imbalance" in _reason(measured, driver_bytes, predicted)
 
 
 def test_the_h200_slices_are_not_a_linear_function_and_hold_the_partition_mask():
@@ -232,3 +235,62 @@ def test_the_export_carries_a_modulo_function_and_says_what_it_cannot_express(tm
     assert "\n-gpgpu_memory_partition_indexing" not in text
     left = text.split("# Left for the user:", 1)[1]
     assert "L2 slice function: measured: not linear (linear part: masks ['0xab000'])" in left
+
+
+def test_the_h200_topology_reports_the_l2_both_ways(tmp_path):
+    from gpudissect.families import FAMILIES
+    from gpudissect.topology import build_topology, validate_topology
+    from gpudissect.traces import read_trace
+
+    committed = json.loads((H200 / "topology/gpu0.json").read_text())
+    trace = read_trace(H200 / "traces/gpu0/l2_slices.parquet")
+    fresh = tmp_path / "l2_slices.json"
+    fresh.write_text(json.dumps(analyse(trace.data, provenance=trace.provenance)))
+    paths = [
+        fresh if Path(s["analysis"]).name == "l2_slices.json" else REPO / s["analysis"]
+        for s in committed["sources"]
+    ]
+    doc = build_topology("gpu0", paths, tuple(FAMILIES))
+    validate_topology(doc)
+    l2 = doc["elements"]["l2"]
+    driver = committed["driver"]["l2_cache_size_bytes"]
+    assert l2["driver_size_bytes"]["value"] == driver
+    assert l2["contiguous_size_bytes"]["value"] == l2["size_bytes"]["value"] < driver
+    reason = l2["contiguous_size_bytes"]["reason"]
+    assert "below the driver's" in reason and "the slice classes do not decide it" in reason
+    assert l2["slice_function"]["value"]["kind"] == "not_linear"
+    assert l2["slice_function"]["experiment"] == "l2_slices"
+
+
+def test_a_shortfall_the_balance_does_not_explain_is_ruled_out(tmp_path):
+    from gpudissect.topology.l2_capacity import _reason
+
+    # 40 slices of 32 KiB under a modulo hash (every slice loaded alike), but a data array of
+    # 1 MiB behind 1.25 MiB of sets and ways: the contiguous capacity falls short of the
+    # driver's size for a reason that is not the slices'
+    driver_bytes = 1310720
+    path = _twin(
+        tmp_path,
+        "mod40short",
+        40,
+        {"kind": "bits"},
+        l2__size_bytes=driver_bytes,
+        l2__index=None,
+        l2__data_bytes=1 << 20,
+        l2_slices__data_per_slice=True,
+    )
+    doc = _classes(path, 512)
+    cols = doc["columns"]
+    predicted = elements(
+        cols["offsets_bytes"], cols["column"], slices=40, driver_l2_bytes=driver_bytes
+    )["predicted_contiguous_size_bytes"]
+    assert predicted["value"] == driver_bytes  # a modulo hash loads every slice alike
+    quiet = yaml.safe_load(path.read_text()) | {"noise": {}}
+    path.write_text(yaml.safe_dump(quiet))
+    profile = load_profile(path)
+    fits = [
+        n for n in range(64, driver_bytes // LINE + 1, 64) if not _second_pass_misses(profile, n)
+    ]
+    measured = max(fits) * LINE
+    assert measured <= 1 << 20
+    assert "slice imbalance ruled out" in _reason(measured, driver_bytes, predicted)

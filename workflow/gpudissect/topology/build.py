@@ -10,6 +10,7 @@ from typing import Any
 from .calibrate import calibrate, timing_block
 from .driver import driver_facts, fact_pointer, merged_device_info
 from .gather import load_document, readings
+from .l2_capacity import add_l2_both_ways
 from .reconcile import PRECEDENCE, reconcile
 from .repeats import apply_repeats
 
@@ -47,6 +48,7 @@ def build_topology(
     facts = driver_facts(info)
     _add_driver_quantities(elements, facts, info, info_path)
     _compare_with_driver(elements, facts)
+    add_l2_both_ways(elements, facts, info, info_path)
     if repeats is not None:
         apply_repeats(elements, repeats)
     timing = timing_block(docs)
