@@ -314,6 +314,58 @@ def _check_profile(path: Path, key: str, *, carveouts: bool = False) -> None:
         )
 
 
+NODE_EXPERIMENT = "node"
+
+
+def _sim_node_profile(entry: dict[str, Any], base_dir: str | os.PathLike) -> bool:
+    """Whether a sim device's profile describes a node (has a `links:` block)."""
+    path = Path(base_dir, entry.get("profile", ""))
+    if not path.is_file():
+        return False  # the device's own check names the missing file
+    with open(path) as f:
+        doc = yamlio.safe_load(f)
+    return isinstance(doc, dict) and "links" in doc
+
+
+def node_members(cfg: dict[str, Any], *, base_dir: str | os.PathLike = ".") -> dict[str, list]:
+    """The devices that run the node experiment, each with the node's GPUs (name and CUDA
+    index; [] for a sim device, whose profile's links block has them). The top-level `node`:
+    `auto` (the default) - a node of the cuda devices when there are two or more with distinct
+    indices and the same Slurm placement (GPUs of one host; a fleet of one GPU per host is no
+    node); `true` - that, or every sim device whose profile has a links block, and an error
+    where there is neither; `false` - none. The node's first cuda device runs it."""
+    mode = cfg.get("node", AUTO)
+    if mode is False:
+        return {}
+    cuda = [(i, d) for i, d in enumerate(cfg["devices"]) if d["backend"] == "cuda"]
+    indices = [d.get("index", 0) for _, d in cuda]
+    places = {(d.get("partition"), d.get("gpu_model")) for _, d in cuda}
+    one_host = len(cuda) >= 2 and len(set(indices)) == len(indices) and len(places) == 1
+    members: dict[str, list] = {}
+    if one_host:
+        members[cuda[0][1]["name"]] = [
+            {"name": d["name"], "index": d.get("index", 0)} for _, d in cuda
+        ]
+    if mode is True:
+        for d in cfg["devices"]:
+            if d["backend"] == "sim" and _sim_node_profile(d, base_dir):
+                members[d["name"]] = []
+        if not members:
+            why = (
+                f"the cuda devices share an index ({indices}) or differ in partition or "
+                "gpu_model, so they are no GPUs of one host"
+                if len(cuda) >= 2
+                else f"the config has {len(cuda)} cuda device(s) and no sim device whose "
+                "profile has a links block"
+            )
+            raise ConfigError(
+                f"node: true, but {why}; allowed: two or more cuda devices of one host "
+                "(distinct devices[].index), or a sim device whose profile has a links block "
+                "(for example tests/data/node2_sim.yaml), or node: false"
+            )
+    return members
+
+
 def parse(
     raw: dict[str, Any],
     *,
@@ -337,6 +389,7 @@ def parse(
     for i, name in enumerate(names):
         if names.index(name) != i:
             raise ConfigError(f"devices[{i}].name: {name!r} is used twice; allowed: unique names")
+    node = node_members(cfg, base_dir=base_dir)
     devices = []
     for i, d in enumerate(cfg["devices"]):
         where = f"devices[{i}]"
@@ -373,6 +426,12 @@ def parse(
             wrapper, {"properties": {"experiments": schema["$defs"]["experiments"]}}, schema
         )
         merged = wrapper["experiments"]
+        if NODE_EXPERIMENT in merged:  # the node's first device runs it, no other one
+            merged[NODE_EXPERIMENT] = {
+                **merged[NODE_EXPERIMENT],
+                "enabled": d["name"] in node,
+                "gpus": node.get(d["name"], []),
+            }
         exp_where = f"{where}.experiments" if d.get("experiments") else "experiments"
         _check_line_source(merged, exp_where)
         devices.append(

@@ -359,6 +359,17 @@ _FAMILIES = (
         report_section="report.sections_constant_sets:constant_sets_section",
         sweep_inputs=_caches_result_input,
     ),
+    # the node of several GPUs: runs only where the config asks for a node (config.node_members),
+    # on the node's first device
+    Family(
+        name="node",
+        experiment="node",
+        analyse="analysis.node.node:analyse",
+        table="analysis.node.node:figure_table",
+        plot="plotting.node:plot_node",
+        figures=("node_latency", "node_bandwidth"),
+        report_section="report.sections_node:node_section",
+    ),
 )
 
 # name -> family, in report order

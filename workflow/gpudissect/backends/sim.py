@@ -50,6 +50,7 @@ class SimBackend(Backend):
             l2slices_sim,
             mapping_sim,
             multichase_sim,
+            node_sim,
             pointer_walk_sim,
             requests_sim,
             throughput_sim,

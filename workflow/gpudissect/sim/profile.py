@@ -28,6 +28,7 @@ from .cache import CacheSpec
 from .carveout import CarveoutSpec
 from .indexing import IndexSpec
 from .l2_slices import L2SliceSpec, per_slice_index
+from .link import NodeSpec, node_spec
 from .noise import NoiseSpec
 from .outstanding import RequestsSpec
 from .policies import PolicySpec
@@ -79,6 +80,7 @@ class DeviceProfile:
     timing: TimingSpec = field(default_factory=TimingSpec)
     l2_slices: L2SliceSpec | None = None
     carveout: CarveoutSpec | None = None
+    links: NodeSpec | None = None  # the node this GPU is one of (sim/link.py)
     citations: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
     source: str = ""
 
@@ -443,6 +445,13 @@ class _Checker:
             )
         return spec
 
+    def links(self, d: dict | None, caches: Mapping[str, CacheSpec]) -> NodeSpec | None:
+        try:
+            return node_spec(d, caches)
+        except ProfileError as e:
+            where, _, what = str(e).partition(": ")
+            self.fail(where, what)
+
     def block(self, cls, d: dict | None, where: str):
         """A spec dataclass of another sim module (banks, outstanding, throughput), built from
         its block minus ``cite``."""
@@ -517,6 +526,7 @@ def load_profile(path: str | os.PathLike, *, schema_path: Path = PROFILE_SCHEMA)
         timing=c.block(TimingSpec, doc.get("timing"), "timing") or TimingSpec(),
         l2_slices=l2_slices,
         carveout=c.carveout(doc.get("carveout"), caches),
+        links=c.links(doc.get("links"), caches),
         citations=_citations(doc),
         source=file,
     )

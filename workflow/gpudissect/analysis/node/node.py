@@ -1,0 +1,340 @@
+"""The node's memory topology from the node trace alone (experiments/node.py).
+
+Per ordered pair (a, b) with peer access:
+- latencies: the median of each chase (path x footprint): `hit_latency_cycles` at the L1
+  footprint (the nearest place that holds b's line for a), `l2_footprint_latency_cycles`, and
+  `miss_latency_cycles` beyond the L2 (b's DRAM over the link);
+- caching: a's L1 (L2) keeps b's lines when the peer chase inside the L1 (L2) is as fast as a's
+  chase of its own memory at the same footprint and path: within `tolerance` of it, the larger of
+  10 % of the local latency and three times the spread (median absolute deviation) of the two;
+  where a's own chase shows no such cache on the path (the local L1-footprint latency is not
+  below the local L2-footprint one, or that below the beyond-L2 one) the reading is not
+  applicable;
+- bandwidth: per direction, access size and SM count the median of bytes / elapsed over the
+  repetitions; the peak, where it was reached, and per access size the fewest SMs that reach
+  95 % of that size's maximum;
+- copy bandwidth: the least-squares slope of elapsed time against bytes over every copy (its
+  inverse; the intercept is the copy's fixed cost);
+- atomic latency: the median of the timed atomics, beside a's atomics on its own memory;
+- NVML's facts of the link as the trace recorded them, and what the sweep skipped.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from ..common.result import header, not_applicable, quantity, undetermined
+
+FOOTPRINTS = ("l1", "l2", "beyond")
+SATURATION = 0.95
+RELATIVE_TOLERANCE = 0.10
+SPREAD_TOLERANCE = 3.0
+NOT_MEASURED = "not measured (the sweep skipped it or the pair has no rows of it)"
+
+
+def _mad(x: np.ndarray) -> float:
+    return float(np.median(np.abs(x - np.median(x)))) if len(x) else 0.0
+
+
+def _latency_q(x: np.ndarray, what: str) -> dict[str, Any]:
+    med = float(np.median(x))
+    spread = _mad(x)
+    return quantity(
+        round(med, 1),
+        unit="cycles",
+        confidence=1.0 - min(1.0, spread / max(med, 1.0)),
+        method=f"median of the timed {what}",
+        evidence=f"{len(x)} loads, median absolute deviation {spread:.1f} cycles",
+    )
+
+
+def _samples(chase: pd.DataFrame, src: int, dst: int, path: str, footprint: str) -> np.ndarray:
+    m = (
+        (chase["src_gpu"] == src)
+        & (chase["dst_gpu"] == dst)
+        & (chase["path"] == path)
+        & (chase["footprint"] == footprint)
+    )
+    return chase.loc[m, "latency_cycles"].to_numpy(dtype=np.float64)
+
+
+def tolerance_cycles(local: np.ndarray, peer: np.ndarray) -> float:
+    """How far above the local latency a peer latency may lie and still be a local hit."""
+    base = float(np.median(local))
+    return max(RELATIVE_TOLERANCE * base, SPREAD_TOLERANCE * max(_mad(local), _mad(peer)), 1.0)
+
+
+def keeps_peer_lines(
+    *, level: str, local: dict[str, np.ndarray], peer: dict[str, np.ndarray], path: str
+) -> dict[str, Any]:
+    """Whether a's cache `level` (l1 or l2) keeps b's lines on `path`, from a's chases of its
+    own memory (`local`) and of b's (`peer`) at each footprint."""
+    nxt = {"l1": "l2", "l2": "beyond"}[level]
+    if any(len(d.get(f, ())) == 0 for d in (local, peer) for f in (level, nxt)):
+        return undetermined(f"{NOT_MEASURED}: the {level} or {nxt} footprint on path {path}")
+    here, beyond = float(np.median(local[level])), float(np.median(local[nxt]))
+    tol_local = tolerance_cycles(local[level], local[nxt])
+    if beyond - here <= tol_local:
+        return not_applicable(
+            f"on path {path} the local chase inside the {level.upper()} ({here:.0f} cycles) is "
+            f"no faster than at the next footprint ({beyond:.0f}): no {level.upper()} on this "
+            "path to keep lines"
+        )
+    p = float(np.median(peer[level]))
+    tol = tolerance_cycles(local[level], peer[level])
+    kept = p <= here + tol
+    margin = abs(p - (here + tol)) / tol
+    return quantity(
+        bool(kept),
+        unit=None,
+        confidence=min(1.0, 0.5 + margin / 2),
+        method=(
+            f"peer chase inside the {level.upper()} against the local one at the same footprint "
+            "and path: kept when the peer median is within the tolerance of the local median "
+            "(max of 10 % and 3 x the median absolute deviation)"
+        ),
+        evidence=f"peer {p:.1f} vs local {here:.1f} cycles, tolerance {tol:.1f}",
+    )
+
+
+def _latencies(chase: pd.DataFrame, src: int, dst: int, paths: list[str]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for path in paths:
+        s = {f: _samples(chase, src, dst, path, f) for f in FOOTPRINTS}
+        names = {
+            "l1": "hit_latency_cycles",
+            "l2": "l2_footprint_latency_cycles",
+            "beyond": "miss_latency_cycles",
+        }
+        out[path] = {
+            names[f]: _latency_q(s[f], f"chase over the {f} footprint on path {path}")
+            if len(s[f])
+            else undetermined(f"{NOT_MEASURED}: footprint {f}")
+            for f in FOOTPRINTS
+        }
+        fp = chase.loc[chase["path"] == path].groupby("footprint")["footprint_bytes"].first()
+        out[path]["footprints_bytes"] = {f: int(fp[f]) for f in FOOTPRINTS if f in fp.index}
+    return out
+
+
+def _caching(chase: pd.DataFrame, src: int, dst: int, paths: list[str]) -> dict[str, Any]:
+    out = {}
+    for path in paths:
+        local = {f: _samples(chase, src, src, path, f) for f in FOOTPRINTS}
+        peer = {f: _samples(chase, src, dst, path, f) for f in FOOTPRINTS}
+        out[path] = {
+            f"{lvl}_keeps_peer_lines": keeps_peer_lines(
+                level=lvl, local=local, peer=peer, path=path
+            )
+            for lvl in ("l1", "l2")
+        }
+        out[path]["peer_capacity_bytes"] = undetermined(
+            "the chase runs one footprint inside each cache, no size sweep over peer memory"
+        )
+    return out
+
+
+def stream_points(stream: pd.DataFrame) -> pd.DataFrame:
+    """Median GB/s of every (src, dst, direction, access size, SM count)."""
+    if stream.empty:
+        return pd.DataFrame(
+            columns=["src_gpu", "dst_gpu", "direction", "access_bytes", "sms", "gbps", "n"]
+        )
+    d = stream.assign(gbps=stream["bytes_moved"] / stream["elapsed_ns"])
+    keys = ["src_gpu", "dst_gpu", "direction", "access_bytes", "sms"]
+    return d.groupby(keys, as_index=False).agg(gbps=("gbps", "median"), n=("gbps", "size"))
+
+
+def _bandwidth(points: pd.DataFrame, src: int, dst: int) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    mine = points[(points["src_gpu"] == src) & (points["dst_gpu"] == dst)]
+    for direction in ("read", "write"):
+        d = mine[mine["direction"] == direction]
+        if d.empty:
+            out[direction] = {"peak_gbps": undetermined(f"{NOT_MEASURED}: {direction} streams")}
+            continue
+        best = d.loc[d["gbps"].idxmax()]
+        saturate = {}
+        for access, g in d.groupby("access_bytes"):
+            g = g.sort_values("sms")
+            top = g["gbps"].max()
+            saturate[str(int(access))] = int(g.loc[g["gbps"] >= SATURATION * top, "sms"].iloc[0])
+        out[direction] = {
+            "peak_gbps": quantity(
+                round(float(best["gbps"]), 3),
+                unit="GB/s",
+                confidence=1.0,
+                method=(
+                    "maximum over SM count and access size of the median bytes / elapsed of "
+                    "SM-driven streams over the link"
+                ),
+                evidence=(
+                    f"{int(best['sms'])} SMs, {int(best['access_bytes'])}-byte accesses; "
+                    f"{len(d)} points"
+                ),
+            ),
+            "sms_to_saturate": quantity(
+                saturate,
+                unit="SMs",
+                confidence=0.9,
+                method=f"per access size, the fewest SMs reaching {SATURATION:.0%} of its maximum",
+                evidence=f"SM counts swept: {sorted(int(x) for x in d['sms'].unique())}",
+            ),
+        }
+    return out
+
+
+def copy_fit(copies: pd.DataFrame) -> tuple[float, float, float] | None:
+    """(GB/s, fixed ns, relative rms residual) of elapsed = fixed + bytes / GB/s, or None."""
+    if copies["bytes_moved"].nunique() < 2:
+        return None
+    x = copies["bytes_moved"].to_numpy(dtype=np.float64)
+    y = copies["elapsed_ns"].to_numpy(dtype=np.float64)
+    slope, intercept = np.polyfit(x, y, 1)
+    if slope <= 0:
+        return None
+    resid = y - (slope * x + intercept)
+    return 1.0 / slope, float(intercept), float(np.sqrt(np.mean(resid**2)) / np.mean(y))
+
+
+def _copy(copy: pd.DataFrame, src: int, dst: int) -> dict[str, Any]:
+    c = copy[(copy["src_gpu"] == src) & (copy["dst_gpu"] == dst)]
+    fit = copy_fit(c) if not c.empty else None
+    if fit is None:
+        reason = NOT_MEASURED if c.empty else "fewer than two sizes, or time not growing with bytes"
+        return {"bandwidth_gbps": undetermined(reason)}
+    gbps, fixed, rel = fit
+    sizes = sorted(int(b) for b in c["bytes_moved"].unique())
+    method = "least-squares slope of elapsed time against bytes copied (its inverse)"
+    return {
+        "bandwidth_gbps": quantity(
+            round(gbps, 3),
+            unit="GB/s",
+            confidence=1.0 - min(1.0, 10 * rel),
+            method=f"copy engine (cuMemcpyPeer), {method}",
+            evidence=f"{len(c)} copies of {sizes} bytes",
+        ),
+        "fixed_ns": quantity(
+            round(fixed, 1),
+            unit="ns",
+            confidence=1.0 - min(1.0, 10 * rel),
+            method="intercept of the same fit",
+            evidence=f"relative rms residual {rel:.4f}",
+        ),
+    }
+
+
+def _atomic(atomic: pd.DataFrame, src: int, dst: int) -> dict[str, Any]:
+    a = atomic[(atomic["src_gpu"] == src) & (atomic["dst_gpu"] == dst)]
+    if a.empty:
+        return undetermined(f"{NOT_MEASURED}: atomics")
+    return _latency_q(a["latency_cycles"].to_numpy(dtype=np.float64), "atomics (atomicAdd)")
+
+
+def _link(row: pd.Series) -> dict[str, Any]:
+    return {
+        "kind": row["link_kind"],
+        "nvlink_count": int(row["nvlink_count"]),
+        "nvlink_version": int(row["nvlink_version"]) or None,
+        "common_ancestor": row["common_ancestor"] or None,
+    }
+
+
+def analyse(
+    data: pd.DataFrame, *, provenance: dict[str, Any], inputs: dict | None = None
+) -> dict[str, Any]:
+    doc = header("node", provenance)
+    links = data[data["kind"] == "link"]
+    if links.empty:
+        doc["node"] = undetermined("the trace holds no link rows: the node sweep did not run")
+        return doc
+    chase = data[data["kind"] == "chase"]
+    stream = data[data["kind"] == "stream"]
+    paths = [p for p in ("ca", "cg", "nc") if p in set(chase["path"])]
+    points = stream_points(stream)
+    names = {
+        **dict(zip(links["src_gpu"], links["src_name"], strict=True)),
+        **dict(zip(links["dst_gpu"], links["dst_name"], strict=True)),
+    }
+    skipped = data[data["kind"] == "skipped"]
+    gpus = sorted(int(g) for g in names)
+    local = {
+        str(g): {
+            "latency": _latencies(chase, g, g, paths),
+            "atomic_latency_cycles": _atomic(data[data["kind"] == "atomic"], g, g),
+        }
+        for g in gpus
+    }
+    pairs = []
+    for _, row in links.sort_values(["src_gpu", "dst_gpu"]).iterrows():
+        s, d = int(row["src_gpu"]), int(row["dst_gpu"])
+        pair: dict[str, Any] = {
+            "src": s,
+            "dst": d,
+            "src_name": names[s],
+            "dst_name": names[d],
+            "peer_access": bool(row["peer_access"]),
+            "link": _link(row),
+        }
+        if pair["peer_access"]:
+            pair["latency"] = _latencies(chase, s, d, paths)
+            pair["caching"] = _caching(chase, s, d, paths)
+            pair["bandwidth"] = _bandwidth(points, s, d)
+            pair["copy"] = _copy(data[data["kind"] == "copy"], s, d)
+            pair["atomic_latency_cycles"] = _atomic(data[data["kind"] == "atomic"], s, d)
+            pair["tlb_reach_bytes"] = undetermined(
+                "no TLB-reach series over peer memory in this sweep"
+            )
+        mine = skipped[(skipped["src_gpu"] == s) & (skipped["dst_gpu"] == d)]
+        if len(mine):
+            pair["skipped"] = list(mine["detail"])
+        pairs.append(pair)
+    doc["node"] = {
+        "gpus": [{"gpu": g, "name": names[g]} for g in gpus],
+        "paths": paths,
+        "local": local,
+        "pairs": pairs,
+    }
+    return doc
+
+
+def figure_table(data: pd.DataFrame, doc: dict[str, Any]) -> pd.DataFrame:
+    """One row per ordered pair (the diagonal: each GPU's own memory) with what the heatmaps
+    and the report's table draw."""
+    node = doc.get("node", {})
+    rows = []
+    for pair in node.get("pairs", []) if isinstance(node, dict) else []:
+        lat = pair.get("latency", {}).get("cg", {})
+        bw = pair.get("bandwidth", {})
+        rows.append(
+            {
+                "src_gpu": pair["src"],
+                "dst_gpu": pair["dst"],
+                "peer_access": pair["peer_access"],
+                "hit_latency_cycles": lat.get("hit_latency_cycles", {}).get("value"),
+                "miss_latency_cycles": lat.get("miss_latency_cycles", {}).get("value"),
+                "read_gbps": bw.get("read", {}).get("peak_gbps", {}).get("value"),
+                "write_gbps": bw.get("write", {}).get("peak_gbps", {}).get("value"),
+                "copy_gbps": pair.get("copy", {}).get("bandwidth_gbps", {}).get("value"),
+            }
+        )
+    for g, loc in (node.get("local", {}) if isinstance(node, dict) else {}).items():
+        lat = loc["latency"].get("cg", {})
+        rows.append(
+            {
+                "src_gpu": int(g),
+                "dst_gpu": int(g),
+                "peer_access": True,
+                "hit_latency_cycles": lat.get("hit_latency_cycles", {}).get("value"),
+                "miss_latency_cycles": lat.get("miss_latency_cycles", {}).get("value"),
+                "read_gbps": None,
+                "write_gbps": None,
+                "copy_gbps": None,
+            }
+        )
+    cols = ["src_gpu", "dst_gpu", "peer_access", "hit_latency_cycles", "miss_latency_cycles"]
+    cols += ["read_gbps", "write_gbps", "copy_gbps"]
+    return pd.DataFrame(rows, columns=cols).astype({c: "float64" for c in cols[3:]})
