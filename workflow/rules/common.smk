@@ -165,8 +165,28 @@ def extra_input_args(wildcards, input):
     return " ".join(f"--input {k}={v}" for k, v in input.items() if k != "trace")
 
 
+def node_gpus(device):
+    """The GPUs a device's node sweep measures (experiments.node; config.node_members)."""
+    return DEVICES[device].experiments.get("node", {}).get("gpus", [])
+
+
 def gpu_count(wildcards):
-    return 1 if DEVICES[wildcards.device].backend == "cuda" else 0
+    if DEVICES[wildcards.device].backend != "cuda":
+        return 0
+    if getattr(wildcards, "experiment", None) == "node":
+        return max(
+            1, len(node_gpus(wildcards.device))
+        )  # every GPU of the node, one host
+    return 1
+
+
+# A node sweep asks the cluster for all the node's GPUs on one node (`gpu` above, `nodes` here);
+# set only where a cuda device runs one, so that no other run's submissions change.
+NODE_PLACEMENT = (
+    {"nodes": 1}
+    if any(d.backend == "cuda" and d.enabled("node") for d in RUN.devices)
+    else {}
+)
 
 
 def _device_value(key):
@@ -334,6 +354,10 @@ def report_tables(study=None):
     names = [t.name for k in keys for t in STUDIES[k].tables]
     if study is None and len(DEVICES) > 1:
         names.append("fleet")
+    if study is None and any(d.enabled("node") for d in RUN.devices):
+        names.append(
+            "node"
+        )  # the pair table of the node section (report/sections_node.py)
     return names + ["provenance", "regenerate"]
 
 

@@ -14,6 +14,7 @@ rule run_sweep:
         CUDA_ENV if RUN.cuda_devices else ENV
     resources:
         **SWEEP_PLACEMENT,
+        **NODE_PLACEMENT,
         **sweep_slot_resources(),
         gpu=gpu_count,
     params:

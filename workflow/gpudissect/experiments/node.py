@@ -374,7 +374,14 @@ def run(
             _record(rows, label, work, backend.run(work, seed=i))
         else:
             rows.add(
-                1, work.src, work.dst, kind="skipped", detail=f"{_describe(work, label)}: {reason}"
+                1,
+                work.src,
+                work.dst,
+                kind="skipped",
+                path=getattr(work, "path", ""),
+                footprint=label,
+                direction=getattr(work, "direction", ""),
+                detail=f"{_describe(work, label)}: {reason}",
             )
         if progress:
             progress(i + 1, len(works))

@@ -72,6 +72,7 @@ class Document:
 
 
 _FIGURE = re.compile(r"^!\[(?P<alt>[^\]]*)\]\((?P<path>[^)]+)\)$")
+_TABLE_NAME = re.compile(r"^<!-- table: (?P<name>[A-Za-z0-9_]+) -->$")
 
 
 def _split_row(line: str) -> tuple[str, ...]:
@@ -83,10 +84,14 @@ def from_markdown(lines: list[str], *, shift: int = 0) -> list[Block]:
     """Blocks from the Markdown subset the family sections write: `#` headings (moved `shift`
     levels down), pipe tables, `- ` lists, `![alt](path)` figures and paragraphs."""
     blocks: list[Block] = []
+    name = ""  # a `<!-- table: NAME -->` line names the table below it (its CSV export)
     i = 0
     while i < len(lines):
         line = lines[i].rstrip()
         if not line:
+            i += 1
+        elif m := _TABLE_NAME.match(line):
+            name = m["name"]
             i += 1
         elif line.startswith("#"):
             hashes = len(line) - len(line.lstrip("#"))
@@ -98,7 +103,8 @@ def from_markdown(lines: list[str], *, shift: int = 0) -> list[Block]:
                 rows.append(_split_row(lines[i]))
                 i += 1
             body = [r for r in rows[1:] if not all(set(c) <= set("-: ") for c in r)]
-            blocks.append(Table(rows[0], tuple(body)))
+            blocks.append(Table(rows[0], tuple(body), name=name))
+            name = ""
         elif line.startswith("- "):
             items = []
             while i < len(lines) and lines[i].startswith(("- ", "  ")) and lines[i].strip():

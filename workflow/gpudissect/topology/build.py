@@ -11,6 +11,7 @@ from .calibrate import calibrate, timing_block
 from .driver import driver_facts, fact_pointer, merged_device_info
 from .gather import load_document, readings
 from .l2_capacity import add_l2_both_ways
+from .node import node_section
 from .reconcile import PRECEDENCE, reconcile
 from .repeats import apply_repeats
 
@@ -76,6 +77,9 @@ def build_topology(
     }
     if timing is not None:
         document["timing"] = timing
+    node = node_section(docs)
+    if node is not None:
+        document["node"] = node
     if repeats is not None:
         document["repeats"] = {
             "repeats": repeats.get("repeats"),

@@ -253,7 +253,8 @@ def analyse(
         return doc
     chase = data[data["kind"] == "chase"]
     stream = data[data["kind"] == "stream"]
-    paths = [p for p in ("ca", "cg", "nc") if p in set(chase["path"])]
+    planned = set(data.loc[data["kind"].isin(["chase", "skipped"]), "path"])
+    paths = [p for p in ("ca", "cg", "nc") if p in planned]
     points = stream_points(stream)
     names = {
         **dict(zip(links["src_gpu"], links["src_name"], strict=True)),
