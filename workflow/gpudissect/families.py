@@ -167,6 +167,14 @@ def _stage1_result_input(device: Any) -> dict[str, str]:
     return {"cache_stage1": f"results/analysis/{device.name}/cache_stage1.json"}
 
 
+def _stage1_sizes_input(device: Any) -> dict[str, str]:
+    """The bandwidth sweep sizes its footprints from the cache sizes stage 1 measured, when it
+    runs (else from the driver's L2 size, without an L1 footprint)."""
+    if not device.enabled("cache_stage1"):
+        return {}
+    return _stage1_result_input(device)
+
+
 def _classic_stage1_input(device: Any) -> dict[str, str]:
     """The classic P-chase's automatic sizes lie around the size stage 1 measured, when it runs
     and the config leaves a size to `auto`."""
@@ -272,6 +280,16 @@ _FAMILIES = (
         plot="plotting.throughput:plot_global_throughput",
         figures=("global_throughput_ctas",),
         report_section="report.sections_throughput:global_throughput_section",
+    ),
+    Family(
+        name="bandwidth",
+        experiment="bandwidth",
+        analyse="analysis.throughput.bandwidth:analyse",
+        table="analysis.throughput.bandwidth:figure_table",
+        plot="plotting.bandwidth:plot_bandwidth",
+        figures=("bandwidth_ctas",),
+        report_section="report.sections_bandwidth:bandwidth_section",
+        sweep_inputs=_stage1_sizes_input,
     ),
     Family(
         name="l2_flush",

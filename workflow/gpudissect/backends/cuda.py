@@ -210,6 +210,7 @@ class CudaBackend(Backend):
         # the handlers of the families' own work types live on the backend side, so that no
         # experiment imports a backend; they register themselves with `handles` on import
         from . import (  # noqa: F401
+            bandwidth_cuda,
             banks_cuda,
             l2slices_cuda,
             mapping_cuda,

@@ -46,6 +46,7 @@ class SimBackend(Backend):
         # the handlers of the families' own work types live on the backend side, so that no
         # experiment imports a backend; they register themselves with `handles` on import
         from . import (  # noqa: F401
+            bandwidth_sim,
             banks_sim,
             l2slices_sim,
             mapping_sim,

@@ -43,8 +43,18 @@ class ThroughputSpec:
     shared_achievable_fraction: float = 1.0  # of the shared pipeline rate a copy can sustain
     shared_warp_accesses_per_cycle: float = 1.0  # warp-wide shared accesses started per cycle
     max_ctas_per_sm: int = 8  # resident CTA limit of one SM (Fermi 8, Kepler 16, Maxwell 32)
+    # streaming servers of the bandwidth experiment (sim/bandwidth.py); None: not a limit
+    l1_peak_bytes_per_cycle_per_sm: float | None = None
+    l2_read_peak_gbps: float | None = None
+    l2_write_peak_gbps: float | None = None
 
     def __post_init__(self) -> None:
+        for name in ("l1_peak_bytes_per_cycle_per_sm", "l2_read_peak_gbps", "l2_write_peak_gbps"):
+            value = getattr(self, name)
+            if value is not None and value <= 0:
+                raise ProfileError(
+                    f"throughput.{name} must be positive, got {value}; leave it out for no limit"
+                )
         if self.dram_peak_gbps <= 0:
             raise ProfileError(
                 f"throughput.dram_peak_gbps must be positive, got {self.dram_peak_gbps}"

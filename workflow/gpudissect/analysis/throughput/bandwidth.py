@@ -1,0 +1,209 @@
+"""Streaming read and write bandwidth per memory level (`bandwidth` traces).
+
+A launch's throughput is the bytes it read (or wrote) over its elapsed time. Per level and
+direction, a point (one CTA count) is summarised by the median over its repetitions and their
+interquartile range; the level's reading is the point with the highest median ("peak
+sustained"), with the spread of that point's repetitions and the CTAs per SM where it peaks.
+
+A level's footprint is isolated when its reads (writes) are faster than those of the next
+level's footprint beyond both points' spread: the lower quartile of the level's peak above the
+upper quartile of the next level's peak, by more than `DISTINCT_REL`. Otherwise the reading
+is undetermined (the footprint was served by the next level as well, or the level is no faster
+than it). DRAM has no level below it: its reading is checked against the theoretical bandwidth
+recorded in the trace (memory clock x bus width x DDR factor); above it by more than
+`DISTINCT_REL`, the footprint did not stream from DRAM. No L1 or L2 ceiling is known from the
+driver: their entries say so.
+
+GB/s are 10^9 bytes per second, GiB/s 2^30 (MT4G reports GiB/s). Sees only the trace.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from ..common.result import header, not_applicable, quantity, undetermined
+
+GIB = 2**30
+DISTINCT_REL = 0.05  # levels closer than this (beyond the spread) are not told apart
+ELEMENTS = {"l1": "l1d", "l2": "l2", "dram": "dram"}
+NEXT = {"l1": "l2", "l2": "dram"}
+NEAR_FAR = (
+    "the sweep streams no footprint restricted to the SM's own L2 partition (it needs the "
+    "partition function as a sweep input), so near and far reads are not told apart"
+)
+
+
+def point_table(data: pd.DataFrame) -> pd.DataFrame:
+    """One row per point: level, direction, CTAs per SM, footprint and the median, quartiles
+    and extremes of its repetitions' GB/s (the table the figure draws)."""
+    d = data.assign(gbps=data["bytes_moved"] / data["elapsed_ns"])
+    keys = ["point", "level", "direction", "ctas_per_sm", "ctas", "footprint_bytes"]
+    keys += ["footprint_bytes_per_sm"]
+    out = d.groupby(keys, as_index=False).agg(
+        gbps=("gbps", "median"),
+        gbps_q25=("gbps", lambda s: float(np.percentile(s, 25))),
+        gbps_q75=("gbps", lambda s: float(np.percentile(s, 75))),
+        gbps_min=("gbps", "min"),
+        gbps_max=("gbps", "max"),
+        repetitions=("gbps", "size"),
+        sm_clock_mhz=("sm_clock_mhz", "median"),
+    )
+    out["gibps"] = out["gbps"] * 1e9 / GIB
+    return out.sort_values(["level", "direction", "ctas_per_sm"]).reset_index(drop=True)
+
+
+def figure_table(data: pd.DataFrame, doc: dict[str, Any]) -> pd.DataFrame:
+    return point_table(data) if not data.empty else pd.DataFrame()
+
+
+def _peak(points: pd.DataFrame) -> pd.Series:
+    return points.loc[points["gbps"].idxmax()]
+
+
+def _confidence(p: pd.Series) -> float:
+    """1 / (1 + relative IQR of the peak's repetitions)."""
+    return 1.0 / (1.0 + (p["gbps_q75"] - p["gbps_q25"]) / p["gbps"]) if p["gbps"] > 0 else 0.0
+
+
+def _evidence(level: str, p: pd.Series, n_points: int) -> str:
+    where = (
+        f"{int(p['footprint_bytes_per_sm'])} B per SM"
+        if level == "l1"
+        else f"{int(p['footprint_bytes'])} B over the grid"
+    )
+    return (
+        f"peak at {int(p['ctas_per_sm'])} CTAs per SM ({int(p['ctas'])} CTAs), footprint "
+        f"{where}; {int(p['repetitions'])} repetitions, median {p['gbps']:.1f} GB/s, IQR "
+        f"{p['gbps_q25']:.1f}-{p['gbps_q75']:.1f}, range {p['gbps_min']:.1f}-{p['gbps_max']:.1f}"
+        f"; {n_points} CTA counts"
+    )
+
+
+def _isolation(level: str, p: pd.Series, peaks: dict[tuple[str, str], pd.Series], direction: str):
+    """None when the level's footprint is isolated, else the reason it is not."""
+    below = NEXT.get(level)
+    if below is None:
+        return None
+    q = peaks.get((below, direction))
+    if q is None:
+        return None  # nothing below measured: nothing to tell it from
+    if p["gbps_q25"] > q["gbps_q75"] * (1 + DISTINCT_REL):
+        return None
+    return (
+        f"{direction}s at the {level} footprint ({p['gbps']:.1f} GB/s, IQR {p['gbps_q25']:.1f}-"
+        f"{p['gbps_q75']:.1f}) do not exceed those at the {below} footprint ({q['gbps']:.1f} "
+        f"GB/s, IQR {q['gbps_q25']:.1f}-{q['gbps_q75']:.1f}) by more than "
+        f"{DISTINCT_REL:.0%} beyond the spread: the footprint was not isolated in the {level}"
+    )
+
+
+def _ceiling(level: str, p: pd.Series, theoretical_gbps: float) -> tuple[dict, str | None]:
+    """The ceiling entry of a reading, and a reason to refuse it (DRAM above its ceiling)."""
+    if level != "dram":
+        return {
+            "ceiling": f"none known: the driver reports no {level.upper()} bandwidth",
+        }, None
+    if theoretical_gbps <= 0:
+        return {"ceiling": "none known: the device reports no memory clock or bus width"}, None
+    extra = {
+        "ceiling_gbps": round(theoretical_gbps, 3),
+        "ceiling": "theoretical: memory clock x bus width x DDR factor (device facts)",
+        "fraction_of_ceiling": round(float(p["gbps"]) / theoretical_gbps, 4),
+    }
+    if p["gbps"] > theoretical_gbps * (1 + DISTINCT_REL):
+        return extra, (
+            f"{p['gbps']:.1f} GB/s exceeds the theoretical DRAM bandwidth "
+            f"{theoretical_gbps:.1f} GB/s: the footprint did not stream from DRAM"
+        )
+    return extra, None
+
+
+def _readings(points: pd.DataFrame, theoretical_gbps: float) -> dict[str, dict[str, Any]]:
+    peaks = {k: _peak(df) for k, df in points.groupby(["level", "direction"])}
+    elements: dict[str, dict[str, Any]] = {}
+    for (level, direction), p in sorted(peaks.items()):
+        n = int(((points["level"] == level) & (points["direction"] == direction)).sum())
+        extra, refused = _ceiling(level, p, theoretical_gbps)
+        reason = _isolation(level, p, peaks, direction) or refused
+        el = elements.setdefault(ELEMENTS[level], {})
+        if reason is not None:
+            for unit in ("gbps", "gibps"):
+                el[f"{direction}_bandwidth_{unit}"] = undetermined(reason)
+            continue
+        method = (
+            f"streaming {direction}s of 16-byte vectors (kernels/bandwidth.cu), bytes / elapsed "
+            "(CUDA events) per launch; the highest median over the CTA counts"
+        )
+        evidence = _evidence(level, p, n)
+        common = {
+            "ctas_per_sm_at_peak": int(p["ctas_per_sm"]),
+            "spread_gbps": [round(float(p["gbps_q25"]), 3), round(float(p["gbps_q75"]), 3)],
+            "repetitions": int(p["repetitions"]),
+            **extra,
+        }
+        for unit, scale, label in (("gbps", 1.0, "GB/s"), ("gibps", 1e9 / GIB, "GiB/s")):
+            q = quantity(
+                round(float(p["gbps"]) * scale, 3),
+                unit=label,
+                confidence=_confidence(p),
+                method=method,
+                evidence=evidence,
+            )
+            el[f"{direction}_bandwidth_{unit}"] = {**q, **common}
+    return elements
+
+
+def analyse(
+    data: pd.DataFrame, *, provenance: dict[str, Any], inputs: dict | None = None
+) -> dict[str, Any]:
+    doc = header("bandwidth", provenance)
+    if data.empty:
+        reason = "the sweep ran no launch (the device has no throughput description)"
+        doc["elements"] = {
+            e: {f"read_bandwidth_{u}": undetermined(reason) for u in ("gbps", "gibps")}
+            for e in ELEMENTS.values()
+        }
+        return doc
+    points = point_table(data)
+    theoretical = float(data["theoretical_gbps"].median())
+    elements = _readings(points, theoretical)
+    measured = set(points["level"])
+    for level, element in ELEMENTS.items():
+        if level in measured:
+            continue
+        why = (
+            "no L1 footprint was run: the sweep had no L1 size measured (cache_stage1) to size it"
+            if level == "l1"
+            else f"no {level} footprint was run (not in the sweep's levels)"
+        )
+        elements.setdefault(element, {})["read_bandwidth_gibps"] = undetermined(why)
+    if "l2" in measured:
+        for direction in ("read", "write"):
+            elements["l2"][f"near_{direction}_bandwidth_gibps"] = undetermined(NEAR_FAR)
+    if "l1" in measured:
+        elements["l1d"]["write_bandwidth_gibps"] = not_applicable(
+            "not measured: stores write through the L1 to the L2, so a write stream is the L2's"
+        )
+    doc["elements"] = elements
+    doc["footprints"] = {
+        "l1_bytes": int(data["l1_bytes"].max()),
+        "l2_bytes": int(data["l2_bytes"].max()),
+        "l2_bytes_source": str(data["l2_bytes_source"].iloc[0]),
+        "carveout_pct": int(data["carveout_pct"].iloc[0]),
+    }
+    doc["carveout_pct"] = int(data["carveout_pct"].iloc[0])
+    doc["dram_theoretical_gbps"] = round(theoretical, 3) if theoretical > 0 else None
+    doc["points"] = [
+        {k: _plain(r[k]) for k in ("level", "direction", "ctas_per_sm", "gbps", "gibps")}
+        for _, r in points.iterrows()
+    ]
+    return doc
+
+
+def _plain(v: Any) -> Any:
+    if isinstance(v, np.generic):
+        v = v.item()
+    return round(v, 3) if isinstance(v, float) else v

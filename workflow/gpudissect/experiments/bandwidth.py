@@ -1,0 +1,311 @@
+"""Streaming read and write bandwidth of each memory level (kernels/bandwidth.cu).
+
+Each CTA streams its own slice of one buffer, over and over (reads: ``ld.global.ca`` for the
+L1 footprint, ``ld.global.cg`` for the others; writes: ``st.global``); the footprint is the
+grid's slices together, chosen per level from the device facts and the cache sizes measured
+earlier in the run:
+
+- ``l1``: per SM ``l1_fraction`` of the L1 size that ``cache_stage1`` measured (its reading at
+  the largest L1 it measured); the SM's CTAs share it (slice = footprint / CTAs per SM). Reads
+  only: stores write through to the L2. Without a measured L1 size the level is not run, and
+  the analysis says so.
+- ``l2``: ``l2_fraction`` of the L2 size (``cache_stage1``'s, else the driver's) over the
+  whole grid, reads and writes.
+- ``dram``: ``dram_l2_multiple`` times the L2 size, reads and writes.
+
+Every level is swept over ``ctas_per_sm`` (the grid is SMs x that, one wave while it fits) at
+``threads_per_cta``; a launch runs as many passes over its footprint as make at least
+``min_bytes_per_launch`` bytes. One untimed launch (it also fills the level), then
+``repetitions`` launches timed with CUDA events; every sample is kept, with the clocks.
+Throughput = bytes read or written / elapsed. The DRAM ceiling is the theoretical bandwidth
+(memory clock x bus width x DDR factor, as ``global_throughput`` records it).
+
+The near/far split of the L2 (a footprint in the SM's own partition against one spanning
+both) needs the partition function as a sweep input; this sweep has none, and the analysis
+reports the split undetermined.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+
+from ..config import DeviceEntry
+from ..contract.backend import Backend
+from ..exceptions import ConfigError
+from .shared_throughput import ThroughputFactsQuery
+
+log = logging.getLogger(__name__)
+
+NAME = "bandwidth"
+KERNELS = ("bandwidth",)
+VECTOR_BYTES = 16
+WARP_ACCESS_BYTES = 32 * VECTOR_BYTES  # slices are whole warp accesses
+LEVELS = ("l1", "l2", "dram")
+DIRECTIONS = {"l1": ("read",), "l2": ("read", "write"), "dram": ("read", "write")}
+PATHS = {"l1": "ca", "l2": "cg", "dram": "cg"}  # the load path of each level's reads
+
+SCHEMA = pa.schema(
+    [
+        pa.field("point", pa.int32()),
+        pa.field("level", pa.string()),  # l1 | l2 | dram: the level the footprint was sized for
+        pa.field("direction", pa.string()),  # read | write
+        pa.field("path", pa.string()),  # ca | cg (reads); st (writes)
+        pa.field("ctas", pa.int32()),
+        pa.field("ctas_per_sm", pa.int32()),
+        pa.field("threads_per_cta", pa.int32()),
+        pa.field("slice_bytes", pa.int64()),
+        pa.field("footprint_bytes", pa.int64()),  # the whole grid's
+        pa.field("footprint_bytes_per_sm", pa.int64()),
+        pa.field("iterations", pa.int32()),
+        pa.field("repetition", pa.int16()),
+        pa.field("bytes_moved", pa.int64()),  # read or written by the launch
+        pa.field("elapsed_ns", pa.float64()),
+        pa.field("sm_clock_mhz", pa.float32()),
+        pa.field("memory_clock_mhz", pa.float32()),
+        pa.field("carveout_pct", pa.int16()),  # -1: the backend sets no carveout
+        # device facts and sizes the footprints came from
+        pa.field("theoretical_gbps", pa.float64()),  # DRAM: clock x bus x DDR factor; 0: none
+        pa.field("l1_bytes", pa.int64()),  # 0: no L1 size measured
+        pa.field("l2_bytes", pa.int64()),
+        pa.field("l2_bytes_source", pa.string()),  # cache_stage1 | driver
+        pa.field("sms", pa.int32()),
+    ]
+)
+
+
+@dataclass(frozen=True)
+class StreamWork:
+    """One launch configuration of kernels/bandwidth.cu."""
+
+    direction: str  # read | write
+    path: str  # ca | cg for reads (ignored for writes)
+    ctas: int
+    threads_per_cta: int
+    slice_bytes: int
+    iterations: int
+    repetitions: int
+    carveout_pct: int | None
+
+    def __post_init__(self) -> None:
+        if self.direction not in ("read", "write"):
+            raise ValueError(f"direction must be read or write, got {self.direction!r}")
+        if self.path not in ("ca", "cg"):
+            raise ValueError(f"path must be ca or cg, got {self.path!r}")
+        if self.slice_bytes <= 0 or self.slice_bytes % VECTOR_BYTES:
+            raise ValueError(
+                f"slice_bytes must be a positive multiple of 16, got {self.slice_bytes}"
+            )
+
+    @property
+    def footprint_bytes(self) -> int:
+        return self.ctas * self.slice_bytes
+
+    @property
+    def bytes_moved(self) -> int:
+        return self.footprint_bytes * self.iterations
+
+
+@dataclass(frozen=True)
+class BandwidthSweep:
+    enabled: bool
+    ctas_per_sm: tuple[int, ...]
+    threads_per_cta: int
+    l1_fraction: float
+    l2_fraction: float
+    dram_l2_multiple: float
+    levels: tuple[str, ...]
+    min_bytes_per_launch: int
+    repetitions: int
+    carveout_pct: int
+
+
+def parse_params(section: dict, key: str) -> BandwidthSweep:
+    levels = tuple(section["levels"])
+    for level in levels:
+        if level not in LEVELS:
+            raise ConfigError(
+                f"{key}.levels: {level!r} is not a level; allowed: {', '.join(LEVELS)}"
+            )
+    for name in ("l1_fraction", "l2_fraction"):
+        if not 0 < section[name] < 1:
+            raise ConfigError(
+                f"{key}.{name}: {section[name]} is not inside (0, 1); allowed: a share of the "
+                "cache size below 1, so that the footprint stays in the cache"
+            )
+    if section["dram_l2_multiple"] < 2:
+        raise ConfigError(
+            f"{key}.dram_l2_multiple: {section['dram_l2_multiple']} is below 2; allowed: at "
+            "least 2 L2 sizes, so that the DRAM footprint cannot stay in the L2"
+        )
+    return BandwidthSweep(
+        enabled=section["enabled"],
+        ctas_per_sm=tuple(section["ctas_per_sm"]),
+        threads_per_cta=section["threads_per_cta"],
+        l1_fraction=float(section["l1_fraction"]),
+        l2_fraction=float(section["l2_fraction"]),
+        dram_l2_multiple=float(section["dram_l2_multiple"]),
+        levels=levels,
+        min_bytes_per_launch=section["min_bytes_per_launch"],
+        repetitions=section["repetitions"],
+        carveout_pct=section["carveout_pct"],
+    )
+
+
+def measured_sizes(inputs: dict | None) -> dict[str, int]:
+    """The L1 and L2 sizes ``cache_stage1`` measured (``{"l1d": ..., "l2": ...}``, those it
+    determined): the L1 at the carveout where it read largest."""
+    path = (inputs or {}).get("cache_stage1")
+    if not path or not Path(path).is_file():
+        return {}
+    doc = json.loads(Path(path).read_text())
+    out = {}
+    for element in ("l1d", "l2"):
+        values = [(doc.get("elements", {}).get(element) or {}).get("size_bytes") or {}]
+        values += [
+            (s.get(element) or {}).get("size_bytes") or {}
+            for s in doc.get("series", [])
+            if isinstance(s, dict)
+        ]
+        sizes = [v.get("value") for v in values if isinstance(v.get("value"), int | float)]
+        if sizes:
+            out[element] = int(max(sizes))
+    return out
+
+
+def _round_slice(nbytes: float) -> int:
+    return max(WARP_ACCESS_BYTES, int(nbytes) // WARP_ACCESS_BYTES * WARP_ACCESS_BYTES)
+
+
+@dataclass(frozen=True)
+class LevelPlan:
+    level: str
+    direction: str
+    work: StreamWork
+    ctas_per_sm: int
+
+
+def plan(
+    sweep: BandwidthSweep,
+    *,
+    sms: int,
+    max_threads_per_sm: int,
+    l1_bytes: int | None,
+    l2_bytes: int,
+    carveout_pct: int | None,
+) -> list[LevelPlan]:
+    """The launches, level by level (a level whose size is unknown is left out)."""
+    if sweep.threads_per_cta > min(1024, max_threads_per_sm):
+        raise ConfigError(
+            f"bandwidth.threads_per_cta: {sweep.threads_per_cta} exceeds the device's "
+            f"{min(1024, max_threads_per_sm)} threads per CTA; allowed: a multiple of 32 up to it"
+        )
+    out = []
+    for level in sweep.levels:
+        if level == "l1" and not l1_bytes:
+            log.warning("no L1 size measured (cache_stage1): the L1 footprint is not run")
+            continue
+        if level != "l1" and not l2_bytes:
+            log.warning("no L2 size known: the %s footprint is not run", level)
+            continue
+        for per_sm in sweep.ctas_per_sm:
+            ctas = per_sm * sms
+            if level == "l1":
+                slice_bytes = _round_slice(sweep.l1_fraction * l1_bytes / per_sm)
+            elif level == "l2":
+                slice_bytes = _round_slice(sweep.l2_fraction * l2_bytes / ctas)
+            else:
+                slice_bytes = _round_slice(sweep.dram_l2_multiple * l2_bytes / ctas)
+            footprint = ctas * slice_bytes
+            iterations = max(1, -(-sweep.min_bytes_per_launch // footprint))
+            for direction in DIRECTIONS[level]:
+                work = StreamWork(
+                    direction=direction,
+                    path=PATHS[level],
+                    ctas=ctas,
+                    threads_per_cta=sweep.threads_per_cta,
+                    slice_bytes=slice_bytes,
+                    iterations=int(iterations),
+                    repetitions=sweep.repetitions,
+                    carveout_pct=carveout_pct,
+                )
+                out.append(LevelPlan(level, direction, work, per_sm))
+    return out
+
+
+def run(
+    backend: Backend,
+    sweep: BandwidthSweep,
+    *,
+    device: DeviceEntry,
+    inputs: dict | None = None,
+    progress: Callable[[int, int], None] | None = None,
+) -> pd.DataFrame:
+    """Run the sweep; one row per timed launch."""
+    facts = backend.run(ThroughputFactsQuery())
+    frames = [pd.DataFrame({f.name: pd.Series(dtype=f.type.to_pandas_dtype()) for f in SCHEMA})]
+    sizes = measured_sizes(inputs)
+    l2_bytes, l2_source = (
+        (sizes["l2"], "cache_stage1")
+        if "l2" in sizes
+        else (
+            facts.l2_bytes,
+            "driver",
+        )
+    )
+    carveout = sweep.carveout_pct if backend.supports_carveout else None
+    plans = plan(
+        sweep,
+        sms=facts.sms,
+        max_threads_per_sm=facts.max_threads_per_sm,
+        l1_bytes=sizes.get("l1d"),
+        l2_bytes=l2_bytes,
+        carveout_pct=carveout,
+    )
+    theoretical = facts.dram_theoretical_gbps or 0.0  # 0: the device gives none
+    for i, p in enumerate(plans):
+        w = p.work
+        t = backend.run(w, seed=i)
+        n = len(t.elapsed_ns)
+
+        def col(value, dtype, n=n):
+            return np.full(n, value, dtype)
+
+        frames.append(
+            pd.DataFrame(
+                {
+                    "point": col(i, np.int32),
+                    "level": [p.level] * n,
+                    "direction": [p.direction] * n,
+                    "path": [w.path if p.direction == "read" else "st"] * n,
+                    "ctas": col(w.ctas, np.int32),
+                    "ctas_per_sm": col(p.ctas_per_sm, np.int32),
+                    "threads_per_cta": col(w.threads_per_cta, np.int32),
+                    "slice_bytes": col(w.slice_bytes, np.int64),
+                    "footprint_bytes": col(w.footprint_bytes, np.int64),
+                    "footprint_bytes_per_sm": col(w.slice_bytes * p.ctas_per_sm, np.int64),
+                    "iterations": col(w.iterations, np.int32),
+                    "repetition": np.arange(n, dtype=np.int16),
+                    "bytes_moved": col(w.bytes_moved, np.int64),
+                    "elapsed_ns": t.elapsed_ns.astype(np.float64),
+                    "sm_clock_mhz": col(t.sm_clock_mhz, np.float32),
+                    "memory_clock_mhz": col(t.memory_clock_mhz, np.float32),
+                    "carveout_pct": col(-1 if carveout is None else carveout, np.int16),
+                    "theoretical_gbps": col(theoretical, np.float64),
+                    "l1_bytes": col(sizes.get("l1d", 0), np.int64),
+                    "l2_bytes": col(l2_bytes or 0, np.int64),
+                    "l2_bytes_source": [l2_source] * n,
+                    "sms": col(facts.sms, np.int32),
+                }
+            )
+        )
+        if progress:
+            progress(i + 1, len(plans))
+    return pd.concat(frames, ignore_index=True)
