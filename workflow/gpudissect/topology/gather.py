@@ -74,10 +74,15 @@ def readings(doc: dict[str, Any], path: str) -> list[Reading]:
     experiment = doc["analysis"]
     doc_carveout = _carveout(doc.get("carveout_pct"))
     found: list[tuple[str, str, dict[str, Any], str, dict[str, Any]]] = []
+    doc_buffer = doc.get("shared_buffer_bytes")
+    doc_buffer = doc_buffer if isinstance(doc_buffer, int) else None
     for element, quantities in (doc.get("elements") or {}).items():
         carveout = _carveout(quantities.get("carveout_pct", doc_carveout))
-        carveout = carveout if element in L1_FAMILY else None
-        for q in _quantities(quantities, f"/elements/{element}", carveout_pct=carveout):
+        l1 = element in L1_FAMILY
+        fields = {"carveout_pct": carveout if l1 else None}
+        if l1 and doc_buffer is not None:  # the shared buffer its kernel kept beside the L1
+            fields["shared_buffer_bytes"] = doc_buffer
+        for q in _quantities(quantities, f"/elements/{element}", **fields):
             found.append((element, *q))
     for q in _quantities(doc.get("page_table") or {}, "/page_table"):
         found.append(("page_table", *q))

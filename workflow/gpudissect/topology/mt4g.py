@@ -6,7 +6,8 @@ What maps (MT4G's names read from the JSON files it writes, e.g. its H100 sample
 maxThreadsPerMultiProcessor), and under `memory` the elements `l1`, `texture`, `readOnly`,
 `constant.l1`, `constant.l1.5`, `l2`, `shared`, `main`, each with `size`, `lineSize`,
 `fetchGranularity` (our sector), `latency` (`p50`: our latencies are medians), `missPenalty`,
-`amountPerMultiprocessor`, `sharedWith`, and for the L2 `segmentSize` (the near partition).
+`amountPerMultiprocessor`, `sharedWith`, for the L2 `segmentSize` (the near partition), and for
+the L2 and `main` `readBandwidth` / `writeBandwidth` (GiB/s, the `bandwidth` experiment's).
 A measured quantity keeps its confidence and method. Everything else - quantities MT4G has no
 field for, latencies that are not medians, undetermined quantities with their reasons - is kept
 under `gpudissect`, in this project's names, so nothing of the document is lost.
@@ -35,6 +36,8 @@ SHARED_WITH_NAMES = {
     "l2": "L2",
 }
 _SIZED = {"size_bytes": "size", "line_bytes": "lineSize", "sector_bytes": "fetchGranularity"}
+# MT4G's L2 and main-memory bandwidths are GiB/s (its H100 sample: memory.l2.readBandwidth)
+_BANDWIDTH = {"read_bandwidth_gibps": "readBandwidth", "write_bandwidth_gibps": "writeBandwidth"}
 
 
 def _sized(entry: dict[str, Any]) -> dict[str, Any]:
@@ -66,6 +69,13 @@ def _field(element: str, quantity: str, entry: dict[str, Any]) -> tuple[str, Any
             "method": entry.get("method"),
             "p50": entry["value"],
             "unit": "cycles",
+        }
+    if quantity in _BANDWIDTH and element in ("l2", "dram"):
+        return _BANDWIDTH[quantity], {
+            "confidence": entry.get("confidence"),
+            "method": entry.get("method"),
+            "unit": "GiB/s",
+            "value": entry["value"],
         }
     if quantity == "miss_penalty_cycles":
         return "missPenalty", {"unit": "cycles", "value": entry["value"]}

@@ -23,7 +23,7 @@ from __future__ import annotations
 from collections import defaultdict
 from typing import Any
 
-from .gather import Reading
+from .gather import L1_FAMILY, Reading
 
 # the experiment built for the element's quantities first; the others follow in registry order.
 # A key "element.quantity" ranks that quantity alone, ahead of its element's order: a TLB
@@ -51,9 +51,25 @@ PRECEDENCE: dict[str, tuple[str, ...]] = {
         f"constant_l1.{q}": ("constant_sets", "caches")
         for q in ("sets", "ways_per_set", "set_index_bits")
     },
+    # a level's streaming bandwidth from the experiment that streams a footprint sized for it
+    **{
+        f"{element}.{direction}_bandwidth_{unit}": ("bandwidth",)
+        for element in ("l1d", "l2", "dram")
+        for direction in ("read", "write")
+        for unit in ("gbps", "gibps")
+    },
 }
 AGREE_REL = 0.03
 MATCH_REL = 0.10
+# the size of an L1-family cache is the largest a kernel gets: the reading at the smallest
+# shared partition measured (lowest carveout, then smallest shared buffer), per-carveout
+# series points included, ranked as above among equals; the other points stay by_carveout
+LARGEST_L1 = frozenset(f"{element}.size_bytes" for element in L1_FAMILY)
+HEADLINE_RULE = (
+    "the largest L1 a kernel gets: the determined reading at the smallest shared partition "
+    "measured (the lowest carveout, then the smallest shared buffer beside the L1), over the "
+    "experiments' readings and the per-carveout series"
+)
 
 
 def _rank(element: str, quantity: str, registry: tuple[str, ...]):
@@ -156,11 +172,17 @@ def reconcile(all_readings: list[Reading], registry: tuple[str, ...]) -> dict[st
     for key, rs in groups.items():
         rs.sort(key=_rank(key[0], key[1], registry))
         chosen_by[key] = next((r for r in rs if r.determined), rs[0])
+        if f"{key[0]}.{key[1]}" in LARGEST_L1:
+            chosen_by[key] = _largest_l1(rs, series.get(key, []), registry) or chosen_by[key]
     elements: dict[str, dict[str, Any]] = defaultdict(dict)
     for (element, quantity), rs in sorted(groups.items()):
         chosen = chosen_by[(element, quantity)]
         siblings = {q: c.entry for (e, q), c in chosen_by.items() if e == element}
         entry = {**chosen.entry, **_source(chosen)}
+        if f"{element}.{quantity}" in LARGEST_L1 and chosen.carveout_pct is not None:
+            entry["headline"] = _headline_note(chosen)
+            if chosen.shared_buffer_bytes is not None:
+                entry["shared_buffer_bytes"] = chosen.shared_buffer_bytes
         also, others = [], []
         for r in rs:
             if r is chosen:
@@ -219,6 +241,39 @@ def _consistent_penalty(quantities: dict[str, Any]) -> None:
         "other_readings": [{**old, "agrees": agrees(old["value"], diff)}]
         + penalty.get("other_readings", []),
     }
+
+
+def _largest_l1(
+    readings: list[Reading], points: list[Reading], registry: tuple[str, ...]
+) -> Reading | None:
+    """The reading at the smallest shared partition (`HEADLINE_RULE`), or None where no
+    determined reading records its carveout (a backend without one: the plain rule holds)."""
+    candidates = [r for r in [*readings, *points] if r.determined and r.carveout_pct is not None]
+    if not candidates:
+        return None
+    rank = _rank(candidates[0].element, candidates[0].quantity, registry)
+
+    def key(r: Reading):
+        buffer = r.shared_buffer_bytes if r.shared_buffer_bytes is not None else float("inf")
+        return (r.carveout_pct, buffer, r.series, rank(r))
+
+    return min(candidates, key=key)
+
+
+def _headline_note(r: Reading) -> str:
+    buffer = (
+        f"a {r.shared_buffer_bytes}-byte shared buffer beside it"
+        if r.shared_buffer_bytes is not None
+        else "no shared buffer recorded"
+    )
+    note = f"{HEADLINE_RULE}: carveout {r.carveout_pct}%, {buffer}"
+    if r.shared_buffer_bytes:
+        note += (
+            "; the kernel keeps its timing records in shared memory, so the driver keeps a "
+            "shared partition beside the L1 and the L1 of a kernel without shared memory may "
+            "be larger"
+        )
+    return note
 
 
 def _point(r: Reading) -> dict[str, Any]:
