@@ -222,3 +222,21 @@ def test_gpu_bandwidths_are_plausible(cuda_backend_with):
     assert dram_q["value"] < dram_q["ceiling_gbps"]
     assert l2 is not None and l2 > dram_q["value"]
     assert np.isfinite(data["sm_clock_mhz"]).all()
+
+
+def test_the_report_puts_mt4gs_published_h100_figures_beside_ours(tmp_path):
+    from gpudissect.report.sections_bandwidth import bandwidth_section
+    from gpudissect.report.summary import headline_rows
+
+    data = _run("unseen_bandwidth_a", _stage1(tmp_path, 98304))
+    doc = analyse(data, provenance={"device": "a"})
+    doc["device_info"] = {"name": "NVIDIA H100 80GB HBM3"}
+    text = "\n".join(bandwidth_section(doc, []))
+    l2_row = next(line for line in text.splitlines() if line.startswith("| L2 read"))
+    # ours: 900 GB/s = 838 GiB/s; MT4G's sample: 4528.92 GiB/s (config/papers)
+    assert "838 GiB/s" in l2_row and "4529 GiB/s" in l2_row
+    assert "MT4G (caps-tum/mt4g)" in text
+    doc["device_info"] = {"name": "NVIDIA H200"}
+    assert "MT4G published no figures for this GPU" in "\n".join(bandwidth_section(doc, []))
+    labels = {h.label for h, q in headline_rows({"bandwidth": doc}) if q.value is not None}
+    assert {"L1 read bandwidth", "L2 write bandwidth", "DRAM read bandwidth"} <= labels

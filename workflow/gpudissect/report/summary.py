@@ -99,6 +99,22 @@ HEADLINES = (
         "GB/s",
         True,
     ),
+    *(
+        Headline(
+            f"{name} {direction} bandwidth",
+            "bandwidth",
+            f"elements.{element}.{direction}_bandwidth_gibps",
+            "",
+            "GiB/s",
+        )
+        for element, name, direction in (
+            ("l1d", "L1", "read"),
+            ("l2", "L2", "read"),
+            ("l2", "L2", "write"),
+            ("dram", "DRAM", "read"),
+            ("dram", "DRAM", "write"),
+        )
+    ),
     Headline("request table", "requests", "elements.requests.kind", "lashgar:requests.kind"),
     Headline(
         "request table entries", "requests", "elements.requests.entries", "lashgar:requests.entries"
