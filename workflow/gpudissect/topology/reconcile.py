@@ -33,14 +33,14 @@ PRECEDENCE: dict[str, tuple[str, ...]] = {
     "l1d": ("cache_stage1", "caches", "l1_size"),
     "l2": ("l2", "cache_stage1", "caches", "l2_flush"),
     **{f"{tlb}.entries": ("tlb_mappings", "tlbs") for tlb in ("l1_tlb", "l2_tlb", "l3_tlb")},
-    # the L1's geometry and index first from `l1_sets` (eviction sets and the index solved over
-    # GF(2)): its reason for an undetermined bit list ("hashed") is the one that holds
     # the slice function and what it predicts come from the contention classes alone
     **{
         f"l2.{q}": ("l2_slices",)
         for q in ("slice_function", "slice_linear_masks", "slice_period_bytes")
         + ("predicted_contiguous_size_bytes",)
     },
+    # the L1's geometry and index first from `l1_sets` (eviction sets and the index solved over
+    # GF(2)): its reason for an undetermined bit list ("hashed") is the one that holds
     **{
         f"l1d.{q}": ("l1_sets", "caches")
         for q in ("sets", "ways_per_set", "set_index_bits", "index_kind", "index_masks")
