@@ -18,21 +18,20 @@ def plot_constant_sets(data: pd.DataFrame, doc: dict, *, table: pd.DataFrame) ->
         return {FIGURE: fig}
     set_theme()
     fig, (ax, bx) = plt.subplots(1, 2, figsize=(10, 3.6), layout="constrained", width_ratios=(3, 2))
-    ax.plot(table["stride_lines"], table["measured_lines"], "o-", ms=4, label="measured")
+    # one position per stride (1..40 lines, then the powers of two): a log axis crowds them
+    x = range(len(table))
+    ax.bar(x, table["measured_lines"], color="C0", width=0.7, label="measured")
     if table["predicted_lines"].notna().any():
-        ax.plot(table["stride_lines"], table["predicted_lines"], "x--", ms=6, label="predicted")
-    ax.plot(
-        table["stride_lines"],
-        table["top_lines"],
-        ":",
-        color="0.5",
-        lw=1,
-        label="largest walk tried",
-    )
-    ax.set_xscale("log", base=2)
+        ax.plot(x, table["predicted_lines"], "x", color="C1", ms=6, label="predicted")
+    ax.plot(x, table["top_lines"], "_", color="0.4", ms=7, label="largest walk tried")
+    strides = table["stride_lines"].astype(int).to_list()
+    ticks = [i for i, k in enumerate(strides) if k in (1, 2, 4) or k % 8 == 0]
+    ax.set_xticks(ticks, [str(strides[i]) for i in ticks], fontsize=7, rotation=90)
+    top = max(float(table["measured_lines"].max()), 1.0)
+    ax.set_ylim(0, top * 1.6)
     ax.set(xlabel="stride (lines)", ylabel="largest cyclic walk that hits (lines)")
     ax.set_title("per stride, from line 0", fontsize=9)
-    ax.legend(fontsize=8)
+    ax.legend(fontsize=8, loc="upper right", ncols=3)
     offsets = pd.DataFrame(doc.get("offsets") or [])
     if offsets.empty:
         bx.text(0.5, 0.5, "no offset walks", ha="center", va="center", transform=bx.transAxes)
