@@ -1,5 +1,6 @@
 """Report section of the L2 slice map: the partition function, the SMs of each partition, the
-slice count and the fits of the SM x slice latency matrix. Numbers come from the result
+slice count, the address-to-slice function and the contiguous capacity it allows, and the fits
+of the SM x slice latency matrix. Numbers come from the result
 document."""
 
 from __future__ import annotations
@@ -19,6 +20,15 @@ def _bits(bits: list[int]) -> str:
     return " XOR ".join(f"a{b}" for b in bits) if bits else "constant"
 
 
+def _function(value: dict[str, Any]) -> str:
+    kind = value.get("kind", "?")
+    if kind == "xor":
+        return f"XOR masks {', '.join(value.get('masks', []))}"
+    masks = ", ".join(value.get("linear_masks", [])) or "none"
+    period = f", period {value['period_bytes']} B" if value.get("period_bytes") else ""
+    return f"{kind.replace('_', ' ')} (linear part: {masks}{period})"
+
+
 def l2_slices_section(doc: dict[str, Any], figures: list[str]) -> list[str]:
     lines = ["### L2 partitions and slices (first-touch latency from every SM)", ""]
     l2 = (doc.get("elements") or {}).get("l2", {})
@@ -28,6 +38,12 @@ def l2_slices_section(doc: dict[str, Any], figures: list[str]) -> list[str]:
         ("partitions (groups of SMs with one near set)", l2.get("partitions"), str),
         (f"slices ({how})", l2.get("slices"), str),
         ("far-partition penalty (cycles)", l2.get("far_penalty_cycles"), lambda v: f"{v:.1f}"),
+        ("address-to-slice function", l2.get("slice_function"), _function),
+        (
+            "contiguous capacity the slices allow (bytes)",
+            l2.get("predicted_contiguous_size_bytes"),
+            str,
+        ),
     ]
     lines += ["| quantity | value | confidence |", "| --- | --- | --- |"]
     for label, q, fmt in rows:
