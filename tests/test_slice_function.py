@@ -294,3 +294,29 @@ def test_a_shortfall_the_balance_does_not_explain_is_ruled_out(tmp_path):
     measured = max(fits) * LINE
     assert measured <= 1 << 20
     assert "slice imbalance ruled out" in _reason(measured, driver_bytes, predicted)
+
+
+def test_mask_misplacement_and_period_pairs_match_a_direct_count():
+    from gpudissect.analysis.l2.slice_function import (
+        misplaced_by_mask,
+        period_agreement,
+        region_bits,
+    )
+
+    rng = np.random.default_rng(9)
+    lines = np.sort(rng.choice(4096, 300, replace=False)).astype(np.int64)
+    offsets, labels = lines * LINE, rng.integers(0, 7, lines.size)
+    bits = region_bits(offsets)
+    assert bits[0] == 7 and bits[-1] == int(offsets.max()).bit_length() - 1
+    mis = misplaced_by_mask(offsets, labels, bits)
+    for index in rng.integers(1, 1 << len(bits), 20):
+        mask = sum(1 << b for j, b in enumerate(bits) if index >> j & 1)
+        par = np.array([bin(int(o) & mask).count("1") & 1 for o in offsets])
+        want = sum(min(par[labels == k].sum(), (1 - par[labels == k]).sum()) for k in range(7))
+        assert mis[index] == want
+    total, agree = period_agreement(lines, labels, 200)
+    d = np.abs(lines[:, None] - lines[None, :])
+    same = labels[:, None] == labels[None, :]
+    for p in (2, 3, 40, 97, 200):
+        hit = np.triu((d % p == 0) & (d > 0), 1)
+        assert (total[p], agree[p]) == (hit.sum(), (hit & same).sum())

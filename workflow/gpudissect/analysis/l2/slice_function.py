@@ -116,19 +116,44 @@ def _mask(index: int, bits: list[int]) -> int:
 
 def period_agreement(lines: np.ndarray, labels, largest: int) -> tuple[np.ndarray, np.ndarray]:
     """For every period P in 1..largest lines: (pairs of sampled lines a multiple of P apart,
-    of which in one class), from the pairs' distances."""
+    of which in one class). Pairs by distance are autocorrelations of the lines' indicator
+    (all lines, and each class's, summed), by FFT; then summed over the multiples of P."""
     line = np.asarray(lines, dtype=np.int64)
     lab = np.asarray(labels)
-    i, j = np.triu_indices(line.size, 1)
-    dist = np.abs(line[i] - line[j])
-    span = int(dist.max()) if dist.size else 0
-    pairs = np.bincount(dist, minlength=span + 1)
-    same = np.bincount(dist, weights=(lab[i] == lab[j]).astype(float), minlength=span + 1)
+    line = line - line.min()
+    span = int(line.max()) + 1
+    size = 1 << int(2 * span - 1).bit_length()
+
+    def autocorrelation(power: np.ndarray) -> np.ndarray:
+        return np.rint(np.fft.irfft(power, size)[:span]).astype(np.int64)
+
+    occupancy = np.zeros(size)
+    np.add.at(occupancy, line, 1)
+    pairs = autocorrelation(np.abs(np.fft.rfft(occupancy)) ** 2)
+    power = np.zeros(size // 2 + 1)
+    for k in np.unique(lab):
+        v = np.zeros(size)
+        np.add.at(v, line[lab == k], 1)
+        power += np.abs(np.fft.rfft(v)) ** 2
+    same = autocorrelation(power)
     total, agree = np.zeros(largest + 1, np.int64), np.zeros(largest + 1)
     for p in range(1, largest + 1):
         total[p] = pairs[p::p].sum()
         agree[p] = same[p::p].sum()
     return total, agree
+
+
+def _span_of(masks: list[int], bits: list[int]) -> np.ndarray:
+    """Boolean over the mask indices (bit j of an index: address bit bits[j]): which lie in
+    the span of `masks`."""
+    pos = {b: j for j, b in enumerate(bits)}
+    members = np.zeros(1, dtype=np.int64)
+    for m in masks:
+        index = sum(1 << pos[b] for b in bits if m >> b & 1)
+        members = np.concatenate([members, members ^ index])
+    out = np.zeros(1 << len(bits), dtype=bool)
+    out[members] = True
+    return out
 
 
 def solve(offsets_bytes, labels) -> SliceFunction:
@@ -150,7 +175,7 @@ def solve(offsets_bytes, labels) -> SliceFunction:
     # each class's majority syndrome; groups = distinct syndromes over the classes
     major = [int(np.bincount(syn[lab == k]).argmax()) for k in range(classes)]
     groups = len(set(major))
-    outside = np.array([not basis.contains(_mask(m, bits)) for m in range(1 << len(bits))])
+    outside = ~_span_of(masks, bits)
     best = mean = None
     if outside.any():
         idx = np.flatnonzero(outside)
