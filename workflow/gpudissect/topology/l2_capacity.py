@@ -8,10 +8,17 @@ from __future__ import annotations
 
 from typing import Any
 
-from .reconcile import AGREE_REL
+from .reconcile import AGREE_REL, interval
 
 
-def _reason(measured: int, driver: int | None, predicted: dict[str, Any] | None) -> str:
+def _reason(
+    measured: int,
+    driver: int | None,
+    predicted: dict[str, Any] | None,
+    bracket: tuple[float, float] | None = None,
+) -> str:
+    """Why the contiguous reading differs from the driver's size (module docstring);
+    `bracket`: the interval the reading's sweep leaves for it, where it records one."""
     if driver is None:
         return "the trace records no driver L2 size to compare with"
     short = 100.0 * (driver - measured) / driver
@@ -34,10 +41,12 @@ def _reason(measured: int, driver: int | None, predicted: dict[str, Any] | None)
         why = predicted.get("undetermined") or predicted.get("not_applicable") or "?"
         return f"{head}; the slice classes do not decide it: {why}"
     off = abs(value - measured) / measured
-    if off <= AGREE_REL:
+    inside = bracket is not None and bracket[0] <= value < bracket[1]
+    if off <= AGREE_REL or inside:
+        within = "inside the reading's bracket" if inside else f"within {AGREE_REL:.0%}"
         return (
             f"{head}; explained by slice imbalance: the slice function predicts {value} B "
-            f"(within {AGREE_REL:.0%}: {predicted.get('evidence')})"
+            f"({within}: {predicted.get('evidence')})"
         )
     return (
         f"{head}; slice imbalance ruled out as the cause: the slice function predicts {value} B "
@@ -71,7 +80,8 @@ def add_l2_both_ways(
     size = l2.get("size_bytes") or {}
     if size.get("value") is None:
         return
-    keep = ("unit", "confidence", "method", "evidence", "experiment", "analysis", "source")
+    keep = ("unit", "confidence", "method", "evidence", "bracket_bytes", "resolution_bytes")
+    keep += ("experiment", "analysis", "source")
     l2["contiguous_size_bytes"] = {
         "value": size["value"],
         **{k: size[k] for k in keep if k in size},
@@ -79,5 +89,6 @@ def add_l2_both_ways(
             int(size["value"]),
             int(driver) if driver else None,
             l2.get("predicted_contiguous_size_bytes"),
+            interval(size),
         ),
     }
