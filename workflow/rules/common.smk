@@ -9,6 +9,7 @@ from snakemake.exceptions import WorkflowError
 sys.path.insert(0, str(Path(workflow.basedir) / "workflow"))
 
 from gpudissect.config import parse as parse_run_config  # noqa: E402
+from gpudissect.backends.safety import keep_multicast_off  # noqa: E402
 from gpudissect.devices import cuda_backend_missing, detect_arch  # noqa: E402
 from gpudissect.exceptions import GpuDissectError  # noqa: E402
 from gpudissect.families import FAMILIES  # noqa: E402
@@ -19,6 +20,8 @@ from gpudissect.repeat_paths import repeat_path  # noqa: E402
 # one its COMMIT file names) when their package cannot tell its own: an installed, not editable,
 # package, or a tree with no git history.
 os.environ.setdefault("GPUDISSECT_GIT_COMMIT", workflow_commit(workflow.basedir))
+# NVLink multicast stays off in every job of the run (gpudissect/backends/safety.py)
+keep_multicast_off()
 from gpudissect.report.studies import STUDIES  # noqa: E402
 
 try:

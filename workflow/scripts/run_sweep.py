@@ -4,6 +4,11 @@ import logging
 import threading
 from pathlib import Path
 
+from gpudissect.backends.safety import keep_multicast_off
+
+# NVLink multicast stays off in every sweep process, before the driver starts below
+keep_multicast_off()
+
 sm = snakemake  # noqa: F821 - provided by Snakemake
 cubins = [v for k, v in sm.input.items() if k.startswith("cubin_")]
 

@@ -27,7 +27,7 @@ def _run(profile: str, **extra):
             "node": {
                 "footprints_bytes": FOOTPRINTS[profile],
                 "record_steps": 128,
-                "stream": {"bytes": 1 << 24},
+                "stream": {"launch_bytes": 1 << 24},
                 **extra,
             }
         },

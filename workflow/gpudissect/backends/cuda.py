@@ -19,8 +19,10 @@ from ..contract.facts import DeviceFacts, facts_from_attributes
 from ..exceptions import DeviceUnavailable
 from ..kernels import file_sha256
 from .gpu_lock import GpuLock
+from .safety import keep_multicast_off
 
 log = logging.getLogger(__name__)
+keep_multicast_off()  # before any context of this process (backends/safety.py)
 
 CHASE_KERNELS = {"ca": "pchase_ca", "cg": "pchase_cg", "nc": "pchase_nc"}
 # a P-chase launch records the SM clock of a reading at most this old (clocks before and after
@@ -215,6 +217,7 @@ class CudaBackend(Backend):
             l2slices_cuda,
             mapping_cuda,
             multichase_cuda,
+            node_cuda,
             pointer_walk_cuda,
             requests_cuda,
             throughput_cuda,

@@ -35,7 +35,7 @@ class PairLink:
     src: int
     dst: int
     peer_access: bool
-    link_kind: str  # nvlink, pcie, local or unknown
+    link_kind: str  # nvlink, nvswitch, pcie or unknown
     nvlink_count: int  # links joining the pair (0: none, or NVML does not tell)
     nvlink_version: int  # 0 where unknown
     common_ancestor: str  # NVML topology level (nvmlDeviceGetTopologyCommonAncestor), or ""

@@ -150,13 +150,14 @@ def parse_params(section: dict, key: str) -> NodeSweep:
                 f"{section['stride_bytes']}; allowed: at least one stride"
             )
     stream = section["stream"]
-    if stream["bytes"] != AUTO:
-        _check_multiple(stream["bytes"], 16, f"{key}.stream.bytes")
-    for i, b in enumerate(section["copy"]["bytes"]):
-        _check_multiple(b, 16, f"{key}.copy.bytes[{i}]")
-    if len(set(section["copy"]["bytes"])) < 2:
+    if stream["launch_bytes"] != AUTO:
+        _check_multiple(stream["launch_bytes"], 16, f"{key}.stream.launch_bytes")
+    copies = section["copy"]["sizes_bytes"]
+    for i, b in enumerate(copies):
+        _check_multiple(b, 16, f"{key}.copy.sizes_bytes[{i}]")
+    if len(set(copies)) < 2:
         raise ConfigError(
-            f"{key}.copy.bytes: {section['copy']['bytes']} has fewer than two sizes; allowed: "
+            f"{key}.copy.sizes_bytes: {copies} has fewer than two sizes; allowed: "
             "two or more sizes (the copy bandwidth is the slope of time against bytes)"
         )
     return NodeSweep(
@@ -170,8 +171,8 @@ def parse_params(section: dict, key: str) -> NodeSweep:
         access_bytes=tuple(stream["access_bytes"]),
         directions=tuple(stream["directions"]),
         threads_per_block=stream["threads_per_block"],
-        stream_bytes=None if stream["bytes"] == AUTO else stream["bytes"],
-        copy_bytes=tuple(section["copy"]["bytes"]),
+        stream_bytes=None if stream["launch_bytes"] == AUTO else stream["launch_bytes"],
+        copy_bytes=tuple(copies),
         repetitions=section["repetitions"],
         atomic_footprint_bytes=section["atomic"]["footprint_bytes"],
         atomic_record_steps=section["atomic"]["record_steps"],

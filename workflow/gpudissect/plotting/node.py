@@ -29,9 +29,11 @@ def _heat(ax, m: np.ndarray, gpus: list[int], title: str, unit: str, fig) -> Non
     ax.set_xticks(range(len(gpus)), [str(g) for g in gpus])
     ax.set_yticks(range(len(gpus)), [str(g) for g in gpus])
     ax.grid(False)
+    lo, hi = (np.nanmin(m), np.nanmax(m)) if np.isfinite(m).any() else (0.0, 1.0)
     for (i, j), v in np.ndenumerate(m):
         text = "—" if np.isnan(v) else f"{v:.0f}"
-        ax.text(j, i, text, ha="center", va="center", color="w" if not np.isnan(v) else "k")
+        light = not np.isnan(v) and (v - lo) > 0.6 * (hi - lo)  # viridis is yellow up there
+        ax.text(j, i, text, ha="center", va="center", color="k" if np.isnan(v) or light else "w")
     fig.colorbar(im, ax=ax, label=unit, shrink=0.8)
 
 
