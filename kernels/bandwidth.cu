@@ -2,32 +2,44 @@
 //
 // What: the bytes per second one launch reads (or writes) from the level that holds its
 // footprint - the L1 (a footprint per SM below the L1 size), the L2 (a total footprint below
-// the L2 size) or DRAM (several times the L2) - as a function of the CTAs per SM.
-// How: CTA b streams its own slice of the buffer, `slice_vecs` 16-byte vectors starting at
-// b x slice_vecs, `iterations` times; thread t of T touches vectors t, t + T, ... (consecutive
-// threads on consecutive vectors: every warp access is coalesced into 512 contiguous bytes),
-// four independent vectors per step. The footprint is the grid's slices together (per SM: the
-// CTAs on it x the slice), so the host chooses the level by the slice size and the grid. The
-// host times the launch with CUDA events after one untimed launch (which also warms the level).
-// - bw_read_ca / bw_read_cg: ld.global.{ca,cg}.v4.u32 through inline PTX (volatile: no load is
-//   hoisted out of the iteration loop or merged with another); every loaded word is folded into
-//   an xor accumulator, which is stored to `sink` only if it equals `magic`, a parameter the
-//   compiler cannot know - so no load is dead, and no store happens in practice. `.ca` caches
-//   in the L1 (the L1 footprint); `.cg` caches in the L2 only (the L2 and DRAM footprints).
-// - bw_write: st.global.v4.u32 of `value` ^ the vector's index ^ the iteration (a value the
-//   compiler cannot fold into one store), every vector of the slice, `iterations` times.
+// the L2 size) or DRAM (several times the L2) - as a function of the CTAs per SM; and, with
+// footprints per SM around the L1 size, the largest one the L1 holds with no shared memory.
+// How: each CTA streams one slice of the buffer, `slice_vecs` 16-byte vectors, `iterations`
+// times; thread t of T touches vectors t, t + T, ... (consecutive threads on consecutive
+// vectors: every warp access is coalesced into 512 contiguous bytes), four independent vectors
+// per step. bw_read_cg, bw_read_ca and bw_write stream the CTA's own slice (blockIdx.x): the
+// footprint is the grid's slices together. bw_read_ca_sm streams its SM's slice (%smid mod
+// `nslices`): the CTAs of one SM share one slice wherever the scheduler puts them, so the
+// footprint of an SM is exactly one slice. The host times each launch with CUDA events after
+// one untimed launch (which also fills the level).
+// - Reads: ld.global.{ca,cg}.v4.u32 through inline PTX (volatile: no load is hoisted out of
+//   the iteration loop or merged with another); every loaded word is folded into an xor
+//   accumulator, stored to `sink` only if it equals `magic`, a parameter the compiler cannot
+//   know - so no load is dead, and no store happens in practice. `.ca` caches in the L1 (the
+//   L1 footprints), `.cg` in the L2 only (the L2 and DRAM footprints).
+// - Writes (bw_write): st.global.v4.u32 of `value` ^ the vector's index ^ the iteration (a
+//   value the compiler cannot fold into one store), every vector of the slice, `iterations`
+//   times. No kernel uses shared memory.
 // Method: gpu-benches' cuda-stream and cuda-cache (te42kyfo/gpu-benches) and nvbench's
 // protocol (warm-up, repeated samples, all kept); MT4G reports per-level read and write
 // bandwidths of the same kind.
 
 #include <cstdint>
 
-#define DEFINE_READ(NAME, QUAL)                                                                   \
+__device__ __forceinline__ unsigned int sm_id()
+{
+    unsigned int id;
+    asm volatile("mov.u32 %0, %%smid;" : "=r"(id));
+    return id;
+}
+
+// SLOT: which slice a CTA streams - its own (blockIdx.x), or its SM's (%smid mod nslices)
+#define DEFINE_READ(NAME, QUAL, SLOT)                                                             \
     extern "C" __global__ void __launch_bounds__(1024)                                           \
-        NAME(const uint4 *__restrict__ buf, unsigned long long slice_vecs,                       \
+        NAME(const uint4 *__restrict__ buf, unsigned long long slice_vecs, unsigned int nslices, \
              unsigned int iterations, unsigned int magic, unsigned int *__restrict__ sink)       \
     {                                                                                            \
-        const uint4 *p = buf + (unsigned long long)blockIdx.x * slice_vecs;                      \
+        const uint4 *p = buf + (unsigned long long)(SLOT) * slice_vecs;                          \
         const unsigned long long T = blockDim.x;                                                 \
         unsigned int acc = 0;                                                                    \
         for (unsigned int it = 0; it < iterations; ++it) {                                       \
@@ -53,8 +65,9 @@
             sink[blockIdx.x * blockDim.x + threadIdx.x] = acc;                                   \
     }
 
-DEFINE_READ(bw_read_ca, "ca")
-DEFINE_READ(bw_read_cg, "cg")
+DEFINE_READ(bw_read_ca, "ca", blockIdx.x)
+DEFINE_READ(bw_read_cg, "cg", blockIdx.x)
+DEFINE_READ(bw_read_ca_sm, "ca", sm_id() % nslices)
 
 extern "C" __global__ void __launch_bounds__(1024)
     bw_write(uint4 *__restrict__ buf, unsigned long long slice_vecs, unsigned int iterations,

@@ -29,6 +29,12 @@ SECTION = {
     "min_bytes_per_launch": 1 << 30,
     "repetitions": 5,
     "carveout_pct": 0,
+    "l1_capacity": {
+        "points": 0,
+        "threads_per_cta": 32,
+        "start_fraction": 0.75,
+        "stop_fraction": 1.25,
+    },
 }
 # the profiles' saturated rates, derived by hand in each profile's header (GB/s)
 EXPECTED = {
@@ -196,7 +202,8 @@ def test_footprints_follow_the_sizes_and_launches_move_enough_bytes():
         sweep, sms=10, max_threads_per_sm=2048, l1_bytes=200_000, l2_bytes=50 << 20, carveout_pct=0
     )
     by = {(p.level, p.direction, p.ctas_per_sm): p.work for p in plans}
-    assert by[("l1", "read", 4)].slice_bytes * 4 <= 100_000  # half the L1 per SM
+    assert by[("l1", "read", 4)].slice_bytes <= 100_000  # half the L1 per SM, one slice
+    assert by[("l1", "read", 4)].footprint_bytes == 10 * by[("l1", "read", 4)].slice_bytes
     assert by[("l2", "write", 8)].footprint_bytes <= 25 << 20
     assert by[("dram", "read", 1)].footprint_bytes >= 4 * (50 << 20) - 10 * 512
     assert all(p.work.bytes_moved >= SECTION["min_bytes_per_launch"] for p in plans)
@@ -240,3 +247,50 @@ def test_the_report_puts_mt4gs_published_h100_figures_beside_ours(tmp_path):
     assert "MT4G published no figures for this GPU" in "\n".join(bandwidth_section(doc, []))
     labels = {h.label for h, q in headline_rows({"bandwidth": doc}) if q.value is not None}
     assert {"L1 read bandwidth", "L2 write bandwidth", "DRAM read bandwidth"} <= labels
+
+
+CAPACITY = {"points": 33, "threads_per_cta": 32, "start_fraction": 0.75, "stop_fraction": 1.25}
+
+
+@pytest.mark.parametrize("profile", sorted(EXPECTED))
+def test_the_l1_capacity_series_finds_the_l1_size(profile, tmp_path):
+    # a modulo-indexed LRU L1 holds a contiguous footprint up to its size exactly; one step
+    # (1/64 of the size) past it, every overflowing set misses all its lines
+    data = _run(profile, _stage1(tmp_path, L1_BYTES[profile]), l1_capacity=CAPACITY)
+    q = analyse(data, provenance={"device": profile})["elements"]["l1d"]["size_bytes"]
+    low, high = q["bracket_bytes"]
+    assert low <= L1_BYTES[profile] < high and high - low == q["resolution_bytes"]
+
+
+def test_without_shared_memory_the_l1_is_the_whole_array_and_heads_the_topology(tmp_path):
+    from gpudissect.families import FAMILIES
+    from gpudissect.topology import build_topology
+
+    # the P-chase beside a 16 KiB buffer reads 224 KiB (profile header); the bandwidth kernels
+    # use no shared memory, so their L1 is the whole 256 KiB array
+    stage1 = _stage1(tmp_path, 229376)
+    data = _run("unseen_bandwidth_carveout", stage1, l1_capacity=CAPACITY)
+    doc = analyse(data, provenance={"device": "c"})
+    q = doc["elements"]["l1d"]["size_bytes"]
+    low, high = q["bracket_bytes"]
+    assert low <= 262144 < high and q["value"] == low
+    assert doc["carveout_pct"] == 0 and doc["shared_buffer_bytes"] == 0
+    bw_path = tmp_path / "bandwidth.json"
+    bw_path.write_text(json.dumps(doc))
+    stage1_doc = {
+        "analysis": "cache_stage1",
+        "carveout_pct": [0],
+        "shared_buffer_bytes": 16384,
+        "elements": {"l1d": {"size_bytes": {**q, "value": 229376, "method": "first miss"}}},
+    }
+    s1_path = tmp_path / "cache_stage1_doc.json"
+    s1_path.write_text(json.dumps(stage1_doc))
+    topo = build_topology("c", [str(s1_path), str(bw_path)], tuple(FAMILIES))
+    entry = topo["elements"]["l1d"]["size_bytes"]
+    assert (entry["value"], entry["experiment"], entry["shared_buffer_bytes"]) == (
+        low,
+        "bandwidth",
+        0,
+    )
+    other = entry["other_readings"][0]
+    assert other["value"] == 229376 and other["agrees"] is None  # another partition

@@ -287,7 +287,7 @@ _FAMILIES = (
         analyse="analysis.throughput.bandwidth:analyse",
         table="analysis.throughput.bandwidth:figure_table",
         plot="plotting.bandwidth:plot_bandwidth",
-        figures=("bandwidth_ctas",),
+        figures=("bandwidth_ctas", "bandwidth_l1_capacity"),
         report_section="report.sections_bandwidth:bandwidth_section",
         sweep_inputs=_stage1_sizes_input,
     ),

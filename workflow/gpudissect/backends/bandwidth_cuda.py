@@ -24,7 +24,8 @@ WRITE_VALUE = 0x5BD1E995
 def run_stream(backend: CudaBackend, work: StreamWork, **_: object) -> CopyTimings:
     drv = backend.drv
     if work.direction == "read":
-        fn = backend.function(KERNEL, f"bw_read_{work.path}", "PQIIP")
+        name = f"bw_read_{work.path}" + ("_sm" if work.by_sm else "")
+        fn = backend.function(KERNEL, name, "PQIIIP")
     else:
         fn = backend.function(KERNEL, "bw_write", "PQII")
     if backend.supports_carveout and work.carveout_pct is not None:
@@ -37,7 +38,8 @@ def run_stream(backend: CudaBackend, work: StreamWork, **_: object) -> CopyTimin
         grid, block = (work.ctas, 1), (work.threads_per_cta, 1, 1)
         if work.direction == "read":
             sink = drv.mem_alloc(work.ctas * work.threads_per_cta * 4)
-            args = (buf, slice_vecs, np.uint32(work.iterations), np.uint32(MAGIC), sink)
+            nslices = np.uint32(work.slices or work.ctas)
+            args = (buf, slice_vecs, nslices, np.uint32(work.iterations), np.uint32(MAGIC), sink)
         else:
             args = (buf, slice_vecs, np.uint32(work.iterations), np.uint32(WRITE_VALUE))
         elapsed = _time_launches(

@@ -57,6 +57,7 @@ def run_stream(backend: SimBackend, work: StreamWork, *, seed: int = 0) -> CopyT
         sms=sms,
         slice_bytes=work.slice_bytes,
         per_sm=tuple(c.name != "l2" for c in caches),
+        by_sm=work.by_sm,
     )
     resident = resident_ctas_per_sm(
         threads_per_cta=work.threads_per_cta,

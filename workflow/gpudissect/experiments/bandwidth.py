@@ -5,10 +5,17 @@ L1 footprint, ``ld.global.cg`` for the others; writes: ``st.global``); the footp
 grid's slices together, chosen per level from the device facts and the cache sizes measured
 earlier in the run:
 
-- ``l1``: per SM ``l1_fraction`` of the L1 size that ``cache_stage1`` measured (its reading at
-  the largest L1 it measured); the SM's CTAs share it (slice = footprint / CTAs per SM). Reads
+- ``l1``: per SM ``l1_fraction`` of the L1 size that ``cache_stage1`` measured (its largest
+  reading), one slice per SM that the SM's CTAs share (``bw_read_ca_sm`` picks it by
+  ``%smid``: the footprint of an SM is one slice wherever the scheduler puts the CTAs). Reads
   only: stores write through to the L2. Without a measured L1 size the level is not run, and
   the analysis says so.
+- ``l1_capacity``: the same per-SM stream over ``l1_capacity.points`` footprints from
+  ``start_fraction`` to ``stop_fraction`` of that L1 size, one CTA of ``threads_per_cta``
+  (default one warp) per SM, so that the stream is bound by latency and a few misses slow it:
+  the largest footprint the L1 streams at its own bandwidth is the L1 a
+  kernel without shared memory gets (the P-chase keeps its records in shared memory, so the
+  driver keeps a shared partition beside the L1 it measures).
 - ``l2``: ``l2_fraction`` of the L2 size (``cache_stage1``'s, else the driver's) over the
   whole grid, reads and writes.
 - ``dram``: ``dram_l2_multiple`` times the L2 size, reads and writes.
@@ -30,7 +37,7 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
@@ -51,11 +58,14 @@ WARP_ACCESS_BYTES = 32 * VECTOR_BYTES  # slices are whole warp accesses
 LEVELS = ("l1", "l2", "dram")
 DIRECTIONS = {"l1": ("read",), "l2": ("read", "write"), "dram": ("read", "write")}
 PATHS = {"l1": "ca", "l2": "cg", "dram": "cg"}  # the load path of each level's reads
+CAPACITY = "l1_capacity"  # the series of per-SM footprints around the L1 size
 
 SCHEMA = pa.schema(
     [
         pa.field("point", pa.int32()),
-        pa.field("level", pa.string()),  # l1 | l2 | dram: the level the footprint was sized for
+        # l1 | l2 | dram: the level the footprint was sized for; l1_capacity: the series of
+        # per-SM footprints around the L1 size
+        pa.field("level", pa.string()),
         pa.field("direction", pa.string()),  # read | write
         pa.field("path", pa.string()),  # ca | cg (reads); st (writes)
         pa.field("ctas", pa.int32()),
@@ -93,8 +103,12 @@ class StreamWork:
     iterations: int
     repetitions: int
     carveout_pct: int | None
+    by_sm: bool = False  # each CTA streams its SM's slice (%smid), not its own
+    slices: int = 0  # distinct slices: the CTAs, or (by_sm) the SMs; 0: the CTAs
 
     def __post_init__(self) -> None:
+        if self.by_sm and (self.direction != "read" or self.path != "ca" or self.slices < 1):
+            raise ValueError("by_sm streams are ca reads over slices >= 1 (one per SM)")
         if self.direction not in ("read", "write"):
             raise ValueError(f"direction must be read or write, got {self.direction!r}")
         if self.path not in ("ca", "cg"):
@@ -106,11 +120,11 @@ class StreamWork:
 
     @property
     def footprint_bytes(self) -> int:
-        return self.ctas * self.slice_bytes
+        return (self.slices or self.ctas) * self.slice_bytes
 
     @property
     def bytes_moved(self) -> int:
-        return self.footprint_bytes * self.iterations
+        return self.ctas * self.slice_bytes * self.iterations  # every CTA reads its whole slice
 
 
 @dataclass(frozen=True)
@@ -125,6 +139,9 @@ class BandwidthSweep:
     min_bytes_per_launch: int
     repetitions: int
     carveout_pct: int
+    l1_capacity_points: int = 0
+    l1_capacity_fractions: tuple[float, float] = (0.75, 1.25)
+    l1_capacity_threads: int = 32
 
 
 def parse_params(section: dict, key: str) -> BandwidthSweep:
@@ -140,6 +157,12 @@ def parse_params(section: dict, key: str) -> BandwidthSweep:
                 f"{key}.{name}: {section[name]} is not inside (0, 1); allowed: a share of the "
                 "cache size below 1, so that the footprint stays in the cache"
             )
+    start, stop = (section["l1_capacity"][k] for k in ("start_fraction", "stop_fraction"))
+    if not 0 < start < stop:
+        raise ConfigError(
+            f"{key}.l1_capacity: start_fraction {start} and stop_fraction {stop}; allowed: "
+            "0 < start_fraction < stop_fraction (shares of the measured L1 size)"
+        )
     if section["dram_l2_multiple"] < 2:
         raise ConfigError(
             f"{key}.dram_l2_multiple: {section['dram_l2_multiple']} is below 2; allowed: at "
@@ -156,6 +179,9 @@ def parse_params(section: dict, key: str) -> BandwidthSweep:
         min_bytes_per_launch=section["min_bytes_per_launch"],
         repetitions=section["repetitions"],
         carveout_pct=section["carveout_pct"],
+        l1_capacity_points=section["l1_capacity"]["points"],
+        l1_capacity_fractions=(float(start), float(stop)),
+        l1_capacity_threads=section["l1_capacity"]["threads_per_cta"],
     )
 
 
@@ -217,27 +243,60 @@ def plan(
             continue
         for per_sm in sweep.ctas_per_sm:
             ctas = per_sm * sms
-            if level == "l1":
-                slice_bytes = _round_slice(sweep.l1_fraction * l1_bytes / per_sm)
+            if level == "l1":  # one slice per SM, which the SM's CTAs share
+                slice_bytes, slices = _round_slice(sweep.l1_fraction * l1_bytes), sms
             elif level == "l2":
-                slice_bytes = _round_slice(sweep.l2_fraction * l2_bytes / ctas)
+                slice_bytes, slices = _round_slice(sweep.l2_fraction * l2_bytes / ctas), 0
             else:
                 slice_bytes = _round_slice(sweep.dram_l2_multiple * l2_bytes / ctas)
-            footprint = ctas * slice_bytes
-            iterations = max(1, -(-sweep.min_bytes_per_launch // footprint))
+                slices = 0
             for direction in DIRECTIONS[level]:
-                work = StreamWork(
-                    direction=direction,
-                    path=PATHS[level],
-                    ctas=ctas,
-                    threads_per_cta=sweep.threads_per_cta,
-                    slice_bytes=slice_bytes,
-                    iterations=int(iterations),
-                    repetitions=sweep.repetitions,
-                    carveout_pct=carveout_pct,
+                out.append(
+                    LevelPlan(
+                        level,
+                        direction,
+                        _work(sweep, direction, level, ctas, slice_bytes, slices, carveout_pct),
+                        per_sm,
+                    )
                 )
-                out.append(LevelPlan(level, direction, work, per_sm))
+    if "l1" in sweep.levels and l1_bytes and sweep.l1_capacity_points:
+        out += _capacity_plan(sweep, sms, max_threads_per_sm, l1_bytes, carveout_pct)
     return out
+
+
+def _work(sweep, direction, level, ctas, slice_bytes, slices, carveout_pct) -> StreamWork:
+    per_launch = ctas * slice_bytes
+    return StreamWork(
+        direction=direction,
+        path=PATHS[level],
+        ctas=ctas,
+        threads_per_cta=sweep.threads_per_cta,
+        slice_bytes=slice_bytes,
+        iterations=int(max(1, -(-sweep.min_bytes_per_launch // per_launch))),
+        repetitions=sweep.repetitions,
+        carveout_pct=carveout_pct,
+        by_sm=bool(slices),
+        slices=slices,
+    )
+
+
+def _capacity_plan(sweep, sms, max_threads_per_sm, l1_bytes, carveout_pct) -> list[LevelPlan]:
+    """Per-SM footprints from start to stop fraction of the measured L1, one CTA of
+    `l1_capacity_threads` per SM: a stream bound by latency, so that a few accesses missing
+    the L1 slow it (a saturated one hides misses the L2 can absorb beside the L1's rate)."""
+    per_sm = 1
+    sweep = replace(sweep, threads_per_cta=sweep.l1_capacity_threads)
+    start, stop = sweep.l1_capacity_fractions
+    n = sweep.l1_capacity_points
+    sizes = sorted(
+        {_round_slice(l1_bytes * (start + (stop - start) * k / max(n - 1, 1))) for k in range(n)}
+    )
+    return [
+        LevelPlan(
+            CAPACITY, "read", _work(sweep, "read", "l1", per_sm * sms, b, sms, carveout_pct), per_sm
+        )
+        for b in sizes
+    ]
 
 
 def run(
@@ -290,7 +349,9 @@ def run(
                     "threads_per_cta": col(w.threads_per_cta, np.int32),
                     "slice_bytes": col(w.slice_bytes, np.int64),
                     "footprint_bytes": col(w.footprint_bytes, np.int64),
-                    "footprint_bytes_per_sm": col(w.slice_bytes * p.ctas_per_sm, np.int64),
+                    "footprint_bytes_per_sm": col(
+                        w.slice_bytes * (1 if w.by_sm else p.ctas_per_sm), np.int64
+                    ),
                     "iterations": col(w.iterations, np.int32),
                     "repetition": np.arange(n, dtype=np.int16),
                     "bytes_moved": col(w.bytes_moved, np.int64),

@@ -70,6 +70,19 @@ def bandwidth_section(doc: dict[str, Any], figures: list[str]) -> list[str]:
         at = str(q.get("ctas_per_sm_at_peak", "—")) if q else "—"
         lines.append(f"| {label} | {_cell(q)} | {at} | {_ceiling(q)} | {mt4g} |")
     lines.append("")
+    size = elements.get("l1d", {}).get("size_bytes")
+    if size is not None:
+        theirs = (values.get("l1d") or {}).get("size_bytes")
+        mt4g = f"; MT4G's L1: {theirs['value']} B" if theirs else ""
+        if size.get("value") is not None:
+            low, high = size["bracket_bytes"]
+            lines.append(
+                f"- L1 without shared memory (the capacity series): {low} B per SM, in "
+                f"[{low}, {high}){mt4g}."
+            )
+        else:
+            reason = size.get("undetermined", "")
+            lines.append(f"- L1 without shared memory: undetermined ({reason}){mt4g}.")
     near = elements.get("l2", {}).get("near_read_bandwidth_gibps")
     if near and near.get("undetermined"):
         lines.append(f"- L2 near/far: undetermined ({near['undetermined']}).")

@@ -86,13 +86,10 @@ def resident_share(spec: CacheSpec, lines: np.ndarray) -> float:
     return float(counts[counts <= ways].sum()) / len(lines)
 
 
-def footprint_lines(
-    *, ctas: int, sms: int, slice_bytes: int, line_bytes: int, sm: int | None
-) -> np.ndarray:
-    """Line addresses of the slices of the CTAs on SM ``sm`` (None: every CTA)."""
-    ctas_here = np.arange(ctas) if sm is None else np.arange(sm, ctas, sms)
+def footprint_lines(*, slice_bytes: int, slice_ids: np.ndarray, line_bytes: int) -> np.ndarray:
+    """Line addresses of the given slices (slice k starts at k x ``slice_bytes``)."""
     per_slice = np.arange(0, slice_bytes, line_bytes, dtype=np.uint64)
-    starts = ctas_here.astype(np.uint64) * np.uint64(slice_bytes)
+    starts = slice_ids.astype(np.uint64) * np.uint64(slice_bytes)
     return np.unique((starts[:, None] + per_slice[None, :]).ravel() // line_bytes * line_bytes)
 
 
@@ -103,17 +100,19 @@ def served_shares(
     sms: int,
     slice_bytes: int,
     per_sm: tuple[bool, ...],
+    by_sm: bool = False,
 ) -> list[float]:
-    """The share of accesses each cache serves (walked nearest first), then DRAM's."""
+    """The share of accesses each cache serves (walked nearest first), then DRAM's. A cache of
+    one SM (``per_sm``) sees SM 0's slices - its own one where the stream is ``by_sm``, else
+    those of its CTAs, placed round-robin (0, sms, 2 sms, ...); a cache of the whole GPU sees
+    every slice."""
     left, shares = 1.0, []
     for spec, local in zip(caches, per_sm, strict=True):
-        lines = footprint_lines(
-            ctas=ctas,
-            sms=sms,
-            slice_bytes=slice_bytes,
-            line_bytes=spec.line_bytes,
-            sm=0 if local else None,
-        )
+        if by_sm:
+            ids = np.arange(1) if local else np.arange(sms)
+        else:
+            ids = np.arange(0, ctas, sms) if local else np.arange(ctas)
+        lines = footprint_lines(slice_bytes=slice_bytes, slice_ids=ids, line_bytes=spec.line_bytes)
         hit = resident_share(spec, lines) * left
         shares.append(hit)
         left -= hit

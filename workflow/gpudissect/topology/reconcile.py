@@ -148,6 +148,12 @@ def _other(r: Reading, chosen: Reading | None, siblings: dict[str, Any]) -> dict
         out["agrees"] = None
         out["note"] = "measured at another carveout; not compared"
         return out
+    buffers = (chosen.shared_buffer_bytes, r.shared_buffer_bytes)
+    if None not in buffers and buffers[0] != buffers[1]:
+        out["agrees"] = None
+        out["shared_buffer_bytes"] = r.shared_buffer_bytes
+        out["note"] = "measured beside another shared buffer (another L1 partition); not compared"
+        return out
     out["agrees"], out["agrees_by"] = agreement(r.entry, chosen.entry)
     if not out["agrees"] and _numeric(r.value):
         for name, entry in siblings.items():

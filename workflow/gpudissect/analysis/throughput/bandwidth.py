@@ -30,6 +30,7 @@ GIB = 2**30
 DISTINCT_REL = 0.05  # levels closer than this (beyond the spread) are not told apart
 ELEMENTS = {"l1": "l1d", "l2": "l2", "dram": "dram"}
 NEXT = {"l1": "l2", "l2": "dram"}
+CAPACITY = "l1_capacity"
 NEAR_FAR = (
     "the sweep streams no footprint restricted to the SM's own L2 partition (it needs the "
     "partition function as a sweep input), so near and far reads are not told apart"
@@ -122,6 +123,7 @@ def _ceiling(level: str, p: pd.Series, theoretical_gbps: float) -> tuple[dict, s
 
 
 def _readings(points: pd.DataFrame, theoretical_gbps: float) -> dict[str, dict[str, Any]]:
+    points = points[points["level"] != CAPACITY]
     peaks = {k: _peak(df) for k, df in points.groupby(["level", "direction"])}
     elements: dict[str, dict[str, Any]] = {}
     for (level, direction), p in sorted(peaks.items()):
@@ -156,6 +158,54 @@ def _readings(points: pd.DataFrame, theoretical_gbps: float) -> dict[str, dict[s
     return elements
 
 
+def l1_capacity(points: pd.DataFrame, *, l1_bytes: int, carveout_pct: int) -> dict[str, Any]:
+    """`l1d.size_bytes` from the capacity series: the largest per-SM footprint whose reads
+    stay at the L1's bandwidth - within `DISTINCT_REL` below the lowest quartile of the
+    footprints up to `l1_bytes` (cache_stage1's L1, which a kernel without shared memory holds
+    at least) - with every smaller one; the next footprint falls below."""
+    cap = points[points["level"] == CAPACITY].sort_values("footprint_bytes_per_sm")
+    plateau = cap[cap["footprint_bytes_per_sm"] <= l1_bytes]
+    if plateau.empty:
+        return undetermined(
+            f"no footprint of the series lies at or below the measured L1 ({l1_bytes} B) to "
+            "give the L1's own bandwidth"
+        )
+    floor = float(plateau["gbps_q25"].min()) * (1 - DISTINCT_REL)
+    held = cap["gbps"].to_numpy() >= floor
+    first_out = int(np.argmin(held)) if not held.all() else None
+    sizes = cap["footprint_bytes_per_sm"].astype(int).to_numpy()
+    if first_out is None:
+        return {
+            **undetermined(
+                f"the L1 streamed every footprint of the series at its bandwidth, up to "
+                f"{sizes[-1]} B per SM: the L1 is at least that"
+            ),
+            "lower_bound": int(sizes[-1]),
+        }
+    if first_out == 0:
+        return undetermined("the series' smallest footprint is already below the L1's bandwidth")
+    size, above = int(sizes[first_out - 1]), int(sizes[first_out])
+    median = float(plateau["gbps"].median())
+    carveout = "none set" if carveout_pct < 0 else f"carveout {carveout_pct}%"
+    q = quantity(
+        size,
+        unit="bytes",
+        confidence=1.0 / (1.0 + (float(plateau["gbps_q75"].max()) - floor) / median),
+        method=(
+            "the largest per-SM footprint streamed through the L1 (16-byte ld.global.ca, every "
+            f"CTA of an SM on its slice, no shared memory, {carveout}) at the L1's bandwidth: "
+            f"within {DISTINCT_REL:.0%} below the lowest quartile of the footprints up to "
+            "cache_stage1's L1 size, as every smaller footprint"
+        ),
+        evidence=(
+            f"L1 bandwidth {median:.0f} GB/s (floor {floor:.0f}) over {len(plateau)} footprints "
+            f"up to {l1_bytes} B; {size} B per SM at {cap['gbps'].iloc[first_out - 1]:.0f} GB/s, "
+            f"{above} B at {cap['gbps'].iloc[first_out]:.0f} GB/s"
+        ),
+    )
+    return {**q, "resolution_bytes": above - size, "bracket_bytes": [size, above]}
+
+
 def analyse(
     data: pd.DataFrame, *, provenance: dict[str, Any], inputs: dict | None = None
 ) -> dict[str, Any]:
@@ -187,7 +237,14 @@ def analyse(
         elements["l1d"]["write_bandwidth_gibps"] = not_applicable(
             "not measured: stores write through the L1 to the L2, so a write stream is the L2's"
         )
+    if CAPACITY in measured:
+        elements["l1d"]["size_bytes"] = l1_capacity(
+            points,
+            l1_bytes=int(data["l1_bytes"].max()),
+            carveout_pct=int(data["carveout_pct"].iloc[0]),
+        )
     doc["elements"] = elements
+    doc["shared_buffer_bytes"] = 0  # the kernels use no shared memory
     doc["footprints"] = {
         "l1_bytes": int(data["l1_bytes"].max()),
         "l2_bytes": int(data["l2_bytes"].max()),
