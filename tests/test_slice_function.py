@@ -320,3 +320,21 @@ def test_mask_misplacement_and_period_pairs_match_a_direct_count():
     for p in (2, 3, 40, 97, 200):
         hit = np.triu((d % p == 0) & (d > 0), 1)
         assert (total[p], agree[p]) == (hit.sum(), (hit & same).sum())
+
+
+def test_a_linear_function_survives_a_misplaced_line_and_predicts_an_even_capacity():
+    # 32 slices by 5 masks over bits 7-20, 1024 sampled lines, one line put in the wrong class
+    # (a contention misread): the linear part tolerates it (0.5% of the lines), and a linear
+    # map is balanced over the region, so every slice of driver / 32 fills at the driver's size
+    rng = np.random.default_rng(17)
+    masks = _independent_masks(rng, 5)
+    offsets = rng.choice(16384, 1024, replace=False).astype(np.int64) * LINE
+    labels = np.zeros(offsets.size, np.int64)
+    for k, m in enumerate(masks):
+        labels |= np.array([bin(int(o) & m).count("1") & 1 for o in offsets]) << k
+    labels = rng.permutation(32)[labels]  # relabelled
+    labels[7] = (labels[7] + 1) % 32
+    f = solve(offsets, labels)
+    assert f.kind == "xor" and same_row_space(f.linear_masks, masks)
+    got = elements(offsets, labels, slices=32, driver_l2_bytes=32 << 20)
+    assert got["predicted_contiguous_size_bytes"]["value"] == 32 << 20

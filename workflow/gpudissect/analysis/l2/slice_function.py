@@ -227,7 +227,8 @@ def slice_of_lines(f: SliceFunction, offsets_bytes, labels, lines: np.ndarray) -
     line_bit = f.bits[0]
     if f.linear:
         syn = syndromes(f.linear_masks, o)
-        relabel = {int(s): int(k) for s, k in zip(syn, lab, strict=True)}
+        # each class's majority syndrome (a line the classes misplaced does not relabel one)
+        relabel = {int(np.bincount(syn[lab == k]).argmax()): k for k in range(f.classes)}
         got = syndromes(f.linear_masks, np.asarray(lines, np.int64) << line_bit)
         return np.array([relabel.get(int(s), -1) for s in got], dtype=np.int64)
     if f.period_lines is not None and f.residues_covered == f.period_lines:
