@@ -120,8 +120,6 @@ class _Session:
     """The node's GPUs for one sweep (see the module docstring)."""
 
     def __init__(self, lead: CudaBackend, gpus: tuple[int, ...]) -> None:
-        from .cuda import CudaBackend
-
         self.lead, self.drv = lead, lead.drv
         if lead.index not in gpus:
             raise DeviceUnavailable(
@@ -134,7 +132,8 @@ class _Session:
             for g in gpus:
                 if g != lead.index:
                     # its context is made current; pop it so the first GPU's stays current
-                    b = CudaBackend(index=g, cubin_dir=lead.cubin_dir, exclusive=True)
+                    # the lead's own class: backends.cuda imports this module, not the reverse
+                    b = type(lead)(index=g, cubin_dir=lead.cubin_dir, exclusive=True)
                     self.drv.Context.pop()
                     self.backends[g] = b
             self.access = self._enable_peer_access()
