@@ -130,6 +130,16 @@ def cmd_runs(args: argparse.Namespace) -> int:
 def cmd_reference(args: argparse.Namespace) -> int:
     from .reference import assemble, check_name, fleet, make_reference, readme
 
+    if args.compact_only:
+        from .compact import compact_folder, summary
+
+        folder = Path(args.compact_only)
+        print(f"reference compacted: {folder}: {summary(compact_folder(folder))}")
+        return 0
+    if args.gpu is None:
+        raise ConfigError(
+            "reference: give --gpu NAME (the folder's name, e.g. h100), or --compact-only DIR"
+        )
     gpu = check_name(args.gpu)
     out_root = Path(args.out_root)
     if args.readme_only:
@@ -220,7 +230,7 @@ def add_document_commands(sub) -> None:
         help="a GPU's reference results in one command: the config/gpu.yaml run of CUDA device "
         "0 with its twin -> results/reference/<GPU>/, then the fleet report",
     )
-    s.add_argument("--gpu", required=True, help="the folder's name, e.g. h100")
+    s.add_argument("--gpu", help="the folder's name, e.g. h100 (all but --compact-only)")
     s.add_argument("--cores", type=int, default=8, help="Snakemake's --cores (default 8)")
     s.add_argument("--out-root", default="results/reference", help=argparse.SUPPRESS)
     how = s.add_mutually_exclusive_group()
@@ -233,6 +243,12 @@ def add_document_commands(sub) -> None:
         "--readme-only",
         action="store_true",
         help="no run: write the folder's README again from its documents",
+    )
+    how.add_argument(
+        "--compact-only",
+        metavar="DIR",
+        help="no run: compact an existing reference folder in place, losslessly (Parquet "
+        "rewritten at the smallest zstd level and encoding per column, PNGs optimized)",
     )
     s.set_defaults(func=cmd_reference)
 

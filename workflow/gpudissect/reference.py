@@ -26,6 +26,7 @@ from typing import Any
 
 import pyarrow.parquet as pq
 
+from .compact import COMPACT_LEVELS
 from .exceptions import ConfigError, GpuDissectError
 from .sweep import TIMING_TAG
 
@@ -44,7 +45,8 @@ LAYOUT = (
     (
         f"traces/{DEVICE}/<experiment>.parquet",
         "every timed access or launch; provenance (commit, config hash, device UUID, clocks "
-        "before and after, cubin SHA-256, carveouts) in the Parquet metadata",
+        "before and after, cubin SHA-256, carveouts) in the Parquet metadata; zstd, each column "
+        "at the encoding and level that store it smallest (`gpudissect reference --compact-only`)",
     ),
     (
         f"analysis/{DEVICE}/<experiment>.json",
@@ -187,9 +189,17 @@ def _topology(device: str, analysis: Path, out: Path, moves: tuple[Path, Path]) 
     return doc
 
 
-def assemble(gpu: str, *, root: Path = Path("."), out_root: Path | None = None) -> Path:
-    """Copy the run under `root` (results/, logs/) into `out_root/<gpu>/` in the fixed layout;
-    built beside it and moved into place at the end, so a failure leaves the old folder."""
+def assemble(
+    gpu: str,
+    *,
+    root: Path = Path("."),
+    out_root: Path | None = None,
+    compact_levels: tuple[int, ...] = COMPACT_LEVELS,
+) -> Path:
+    """Copy the run under `root` (results/, logs/) into `out_root/<gpu>/` in the fixed layout,
+    compacted losslessly (`compact`: Parquet columns at the best of the zstd levels
+    `compact_levels`, PNGs optimized; `()` leaves every file as the run wrote it); built
+    beside it and moved into place at the end, so a failure leaves the old folder."""
     check_name(gpu)
     results = root / "results"
     out_root = out_root or results / "reference"
@@ -213,6 +223,10 @@ def assemble(gpu: str, *, root: Path = Path("."), out_root: Path | None = None) 
         manifest = {"command": f"make reference GPU={gpu}", "configs": list(CONFIGS)}
         (out / MANIFEST).write_text(json.dumps(manifest, indent=1) + "\n")
         (out / "README.md").write_text(readme(out, gpu))
+        if compact_levels:
+            from .compact import compact_folder, summary
+
+            print(f"reference compacted: {summary(compact_folder(out, levels=compact_levels))}")
         if final.exists():
             shutil.rmtree(final)
         os.replace(out, final)

@@ -78,9 +78,15 @@ def _to_table(data: pd.DataFrame, schema: pa.Schema) -> pa.Table:
 
 
 def write_trace(
-    path: str | os.PathLike, data: pd.DataFrame, *, schema: pa.Schema, provenance: dict[str, Any]
+    path: str | os.PathLike,
+    data: pd.DataFrame,
+    *,
+    schema: pa.Schema,
+    provenance: dict[str, Any],
+    compression_level: int | None = None,
 ) -> Path:
-    """Write `data` with `schema` and `provenance` to `path` atomically."""
+    """Write `data` with `schema` and `provenance` to `path` atomically (zstd at
+    `compression_level`, 1 to 22; None: Arrow's default)."""
     missing = [k for k in REQUIRED_PROVENANCE if k not in provenance]
     if missing:
         raise TraceError(f"{path}: provenance lacks {missing}; every trace must carry them")
@@ -97,7 +103,7 @@ def write_trace(
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
     try:
-        write_table(table, tmp)
+        write_table(table, tmp, compression_level=compression_level)
         os.replace(tmp, path)
     finally:
         tmp.unlink(missing_ok=True)
@@ -129,22 +135,56 @@ def delta_columns(table: pa.Table) -> list[str]:
     ]
 
 
-def write_table(table: pa.Table, path: str | os.PathLike) -> None:
+@dataclass(frozen=True)
+class ColumnStorage:
+    """How one column is stored: its Parquet leaf path ('elapsed_cycles.list.element' for a
+    list), dictionary-encoded or not, the encoding when not (None: plain), its zstd level."""
+
+    path: str
+    dictionary: bool
+    encoding: str | None
+    level: int
+
+
+ZSTD_MAX_LEVEL = 22
+
+
+def write_table(
+    table: pa.Table,
+    path: str | os.PathLike | pa.NativeFile,
+    *,
+    compression_level: int | None = None,
+    storage: list[ColumnStorage] | None = None,
+) -> None:
     """Write a trace's table as Parquet: zstd, labels dictionary-encoded, integer columns delta-
-    encoded where that is smaller, every data page with its checksum."""
-    # Dictionary encoding pays off only for repeated values (labels); on numeric columns,
-    # such as the per-thread times of a request sweep, it costs time and no space.
-    labels = [f.name for f in table.schema if not _numeric(f.type)]
-    deltas = delta_columns(table)
+    encoded where that is smaller, every data page with its checksum. `compression_level` is
+    zstd's (1 to 22; None: Arrow's default); `storage`, one entry per column, replaces those
+    choices with its own (the compaction of a finished folder measures them, `compact`)."""
+    if compression_level is not None and not (
+        isinstance(compression_level, int) and 1 <= compression_level <= ZSTD_MAX_LEVEL
+    ):
+        raise TraceError(
+            f"write_table: compression_level {compression_level!r} not allowed; give an "
+            f"integer from 1 to {ZSTD_MAX_LEVEL}, or None for Arrow's default"
+        )
+    if storage is not None:
+        encodings = {c.path: c.encoding for c in storage if c.encoding and not c.dictionary}
+        kw: dict[str, Any] = {
+            "compression_level": {c.path: c.level for c in storage},
+            "use_dictionary": [c.path for c in storage if c.dictionary],
+            "column_encoding": encodings or None,
+        }
+    else:
+        # Dictionary encoding pays off only for repeated values (labels); on numeric columns,
+        # such as the per-thread times of a request sweep, it costs time and little space.
+        deltas = delta_columns(table)
+        kw = {
+            "compression_level": compression_level,
+            "use_dictionary": [f.name for f in table.schema if not _numeric(f.type)],
+            "column_encoding": {name: "DELTA_BINARY_PACKED" for name in deltas} or None,
+        }
     # page checksums (CRC32 of every data page) let a reader tell a damaged page from data
-    pq.write_table(
-        table,
-        path,
-        compression="zstd",
-        use_dictionary=labels,
-        column_encoding={name: "DELTA_BINARY_PACKED" for name in deltas} or None,
-        write_page_checksum=True,
-    )
+    pq.write_table(table, path, compression="zstd", write_page_checksum=True, **kw)
 
 
 def read_trace(path: str | os.PathLike, *, schema: pa.Schema | None = None) -> Trace:

@@ -1,0 +1,217 @@
+"""Lossless compaction of a results folder (a GPU's reference folder), in place.
+
+Parquet files are written again with, for each column, the encoding (dictionary, plain, or
+delta for an integer column) and the zstd level that store it smallest; the table, its schema
+and its metadata (a trace's provenance) read back equal, and every data page keeps its checksum.
+PNG figures are written again at zlib's highest level with Pillow's optimizer: as RGB when no
+pixel is transparent, through an exact palette when they hold at most 256 colours; the pixels
+read back identical (compared as RGBA). A file is replaced only when its new form is smaller
+and has been read back equal; every rewrite goes through a temporary file and a rename.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from .exceptions import GpuDissectError
+from .traces import ZSTD_MAX_LEVEL, ColumnStorage, write_table
+
+# zstd levels tried per column: on the traces measured, the per-access times of a request sweep
+# store smallest at level 1 and the latency lists of a cache sweep at level 19.
+COMPACT_LEVELS = (1, 3, 9, 19)
+
+
+@dataclass(frozen=True)
+class Compacted:
+    """One file's outcome: its size before and after (equal when it was left as it was)."""
+
+    path: Path
+    before_bytes: int
+    after_bytes: int
+
+
+def _replace(path: Path, data: bytes) -> None:
+    tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
+    try:
+        tmp.write_bytes(data)
+        shutil.copystat(path, tmp)
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
+# ---- Parquet ---------------------------------------------------------------------------------
+
+
+def _leaf_path(column: pa.Table) -> str:
+    """The Parquet leaf path of a one-column table ('elapsed_cycles.list.element' for a list)."""
+    sink = pa.BufferOutputStream()
+    pq.write_table(column.slice(0, 0), sink)
+    schema = pq.ParquetFile(pa.BufferReader(sink.getvalue())).schema
+    if len(schema) != 1:
+        raise GpuDissectError(
+            f"compact: column {column.schema.names[0]!r} has {len(schema)} leaves; only "
+            "flat and list columns are compacted"
+        )
+    return schema.column(0).path
+
+
+def _encoded_bytes(column: pa.Table, choice: ColumnStorage) -> int:
+    sink = pa.BufferOutputStream()
+    write_table(column, sink, storage=[choice])
+    return sink.tell()
+
+
+def choose_columns(
+    table: pa.Table, levels: tuple[int, ...] = COMPACT_LEVELS
+) -> list[ColumnStorage]:
+    """Each column's smallest storage among dictionary, plain and (integer columns) delta
+    encoding at each of `levels`, measured by writing the whole column alone."""
+    bad = [lv for lv in levels if not (isinstance(lv, int) and 1 <= lv <= ZSTD_MAX_LEVEL)]
+    if bad or not levels:
+        raise GpuDissectError(
+            f"compact: zstd levels {list(levels)!r} not allowed; give integers from 1 to "
+            f"{ZSTD_MAX_LEVEL}"
+        )
+    choices = []
+    for name in table.schema.names:
+        column = table.select([name])
+        leaf = _leaf_path(column)
+        kind = table.schema.field(name).type
+        encodings: list[str | None] = [None]
+        if pa.types.is_integer(kind):
+            encodings.append("DELTA_BINARY_PACKED")
+        candidates = [ColumnStorage(leaf, True, None, lv) for lv in levels]
+        candidates += [ColumnStorage(leaf, False, e, lv) for e in encodings for lv in levels]
+        choices.append(min(candidates, key=lambda c: _encoded_bytes(column, c)))
+    return choices
+
+
+def _read(data: pa.Buffer | str | os.PathLike) -> pa.Table:
+    source = pa.BufferReader(data) if isinstance(data, pa.Buffer) else data
+    return pq.ParquetFile(source, page_checksum_verification=True).read()
+
+
+def compact_parquet(
+    path: str | os.PathLike, *, levels: tuple[int, ...] = COMPACT_LEVELS
+) -> Compacted:
+    """Write `path` again in its smallest form found (`choose_columns`), when that is smaller
+    and reads back equal to the original, schema metadata included."""
+    path = Path(path)
+    before = path.stat().st_size
+    table = _read(path)
+    sink = pa.BufferOutputStream()
+    write_table(table, sink, storage=choose_columns(table, levels))
+    data = sink.getvalue()
+    if data.size >= before:
+        return Compacted(path, before, before)
+    back = _read(data)
+    if not back.equals(table, check_metadata=True):
+        raise GpuDissectError(f"compact: {path} did not read back equal; left as it was")
+    _replace(path, data.to_pybytes())
+    return Compacted(path, before, data.size)
+
+
+# ---- PNG -------------------------------------------------------------------------------------
+
+
+def _rgba(image: Any) -> np.ndarray:
+    return np.asarray(image.convert("RGBA"))
+
+
+def _exact_palette(image: Any) -> Any | None:
+    """The image in palette mode with exactly its own colours, when it has at most 256 and
+    none is partly transparent; None otherwise."""
+    from PIL import Image
+
+    rgba = _rgba(image)
+    if (rgba[..., 3] != 255).any():
+        return None
+    flat = rgba[..., :3].reshape(-1, 3)
+    colours, index = np.unique(flat, axis=0, return_inverse=True)
+    if len(colours) > 256:
+        return None
+    out = Image.fromarray(index.reshape(rgba.shape[:2]).astype(np.uint8), mode="P")
+    out.putpalette(colours.astype(np.uint8).tobytes())
+    return out
+
+
+def _png_bytes(image: Any, info: dict[str, Any]) -> bytes:
+    from PIL import PngImagePlugin
+
+    text = PngImagePlugin.PngInfo()
+    for key, value in info.items():
+        if isinstance(value, str):
+            text.add_text(key, value)
+    sink = io.BytesIO()
+    kw = {"dpi": info["dpi"]} if "dpi" in info else {}
+    image.save(sink, "PNG", optimize=True, pnginfo=text, **kw)
+    return sink.getvalue()
+
+
+def compact_png(path: str | os.PathLike) -> Compacted:
+    """Write `path` again in its smallest pixel-identical form, keeping its text chunks and
+    resolution; left as it was when no form is smaller."""
+    from PIL import Image
+
+    path = Path(path)
+    before = path.stat().st_size
+    with Image.open(path) as image:
+        image.load()
+        info = dict(image.info)
+        pixels = _rgba(image)
+        forms = [image]
+        if image.mode == "RGBA" and (pixels[..., 3] == 255).all():
+            forms.append(image.convert("RGB"))
+        if (palette := _exact_palette(image)) is not None:
+            forms.append(palette)
+        best = min((_png_bytes(f, info) for f in forms), key=len)
+    if len(best) >= before:
+        return Compacted(path, before, before)
+    with Image.open(io.BytesIO(best)) as back:
+        if not np.array_equal(_rgba(back), pixels):
+            raise GpuDissectError(f"compact: {path} did not read back pixel-identical; left")
+    _replace(path, best)
+    return Compacted(path, before, len(best))
+
+
+# ---- a folder --------------------------------------------------------------------------------
+
+
+def compact_folder(
+    folder: str | os.PathLike, *, levels: tuple[int, ...] = COMPACT_LEVELS
+) -> list[Compacted]:
+    """Compact every Parquet and PNG file under `folder` in place (hidden files skipped)."""
+    folder = Path(folder)
+    if not folder.is_dir():
+        raise GpuDissectError(f"compact: {folder} is not a folder")
+    done = []
+    for path in sorted(folder.rglob("*")):
+        if not path.is_file() or any(
+            part.startswith(".") for part in path.relative_to(folder).parts
+        ):
+            continue
+        if path.suffix == ".parquet":
+            done.append(compact_parquet(path, levels=levels))
+        elif path.suffix == ".png":
+            done.append(compact_png(path))
+    return done
+
+
+def summary(done: list[Compacted]) -> str:
+    before = sum(c.before_bytes for c in done)
+    after = sum(c.after_bytes for c in done)
+    changed = sum(c.after_bytes < c.before_bytes for c in done)
+    return (
+        f"{len(done)} files ({changed} rewritten): {before / 2**20:.2f} MiB -> "
+        f"{after / 2**20:.2f} MiB"
+    )
