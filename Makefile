@@ -21,7 +21,7 @@ help:
 	@echo "make gpu-test    the GPU tests (on a GPU host with pycuda)"
 	@echo "make test-modern the A100, L40S and B200 twins through the GPU experiment set"
 	@echo "make reference GPU=NAME  (GPU host) the config/gpu.yaml run + twin -> results/reference/NAME/"
-	@echo "make artifact    dist/gpudissect-artifact-<version>.tar.gz (see ARTIFACT.md)"
+	@echo "make artifact    dist/gpudissect-artifact-<version>.tar.gz (see ARTIFACT.md; WHEELS=1 adds the wheelhouse)"
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -91,6 +91,18 @@ CUDA_REQS = "pycuda>=2024.1" "nvidia-ml-py>=12" "cuda-python>=12"
 WHEEL_ARGS = -r requirements.lock "setuptools>=69" wheel $(CUDA_REQS) "$(SLURM_PLUGIN)" \
 	--no-binary pycuda -c requirements.lock
 
+# WHEELS=1 adds the wheelhouse (every pinned wheel, the `cuda` and `slurm` extras: about 230 MB)
+# for an offline install; the default bundle leaves it out and installs from the package index
+# (ARTIFACT.md A.4 says why and gives both sizes).
+WHEELS ?= 0
+ifeq ($(WHEELS),1)
+WHEEL_DEPS = wheel-cache
+else ifeq ($(WHEELS),0)
+WHEEL_DEPS =
+else
+$(error WHEELS=$(WHEELS): allowed are 0 (the bundle without the wheelhouse, the default) and 1 (with it, for an offline install))
+endif
+
 artifact: dist/$(ARTIFACT).tar.gz
 
 # The bundle's report: the default pipeline's (`make reproduce` renders it; this runs it when
@@ -105,14 +117,19 @@ wheel-cache: | $(VENV)/.installed
 	mkdir -p $(WHEEL_CACHE)
 	$(BIN)/python -m pip download -q -d $(WHEEL_CACHE) $(WHEEL_ARGS)
 
-dist/$(ARTIFACT).tar.gz: results/report/report.md wheel-cache $(VENV)/.installed
+# a stamp per WHEELS value: switching it makes the bundle again
+dist/.wheels-$(WHEELS):
+	mkdir -p dist && rm -f dist/.wheels-* && touch $@
+
+dist/$(ARTIFACT).tar.gz: results/report/report.md dist/.wheels-$(WHEELS) $(WHEEL_DEPS) \
+		$(VENV)/.installed
 	rm -rf build/artifact && mkdir -p $(STAGE) dist
 	git ls-files -z | xargs -0 tar -cf - | tar -xf - -C $(STAGE)
 	PYTHONPATH=workflow $(BIN)/python -c \
 		"from gpudissect.provenance import git_commit; print(git_commit('.'))" > $(STAGE)/COMMIT
 	cp -r results/report results/analysis results/figures $(STAGE)/results/
-	$(BIN)/python -m pip download -q --no-index --find-links $(WHEEL_CACHE) \
-		-d $(STAGE)/wheelhouse $(WHEEL_ARGS)
+	$(if $(filter 1,$(WHEELS)),$(BIN)/python -m pip download -q --no-index \
+		--find-links $(WHEEL_CACHE) -d $(STAGE)/wheelhouse $(WHEEL_ARGS))
 	tar -czf $@.tmp -C build/artifact $(ARTIFACT)
 	mv $@.tmp $@
 	rm -rf build/artifact
