@@ -10,6 +10,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pyarrow.parquet as pq
 import pytest
 
 from gpudissect.exceptions import ConfigError, GpuDissectError
@@ -104,8 +105,13 @@ def _run_from_reference(root: Path, gpu: str = "h200") -> None:
 def test_assembling_a_run_makes_the_layout_with_pointers_into_the_folder(tmp_path):
     _run_from_reference(tmp_path)
     out_root = tmp_path / "ref"
-    final = assemble("mygpu", root=tmp_path, out_root=out_root)
+    # compaction at one zstd level: the committed folder is compacted already, this checks that
+    # assembling compacts without changing a table (the levels' search is test_compact.py's)
+    final = assemble("mygpu", root=tmp_path, out_root=out_root, compact_levels=(1,))
     assert final == out_root / "mygpu" and sorted(p.name for p in out_root.iterdir()) == ["mygpu"]
+    for trace in sorted((tmp_path / "results" / "traces" / DEVICE).glob("*.parquet")):
+        made = pq.read_table(final / "traces" / DEVICE / trace.name)
+        assert made.equals(pq.read_table(trace), check_metadata=True), trace.name
     for path in (
         "README.md",
         MANIFEST,

@@ -25,8 +25,8 @@ import pyarrow.parquet as pq
 from .exceptions import GpuDissectError
 from .traces import ZSTD_MAX_LEVEL, ColumnStorage, write_table
 
-# zstd levels tried per column: on the traces measured, the per-access times of a request sweep
-# store smallest at level 1 and the latency lists of a cache sweep at level 19.
+# zstd levels tried per column. No one level is best: an H200's request-sweep times, plainly
+# encoded, stored 3.88 MB at level 1 and 4.43 MB at level 19, while most columns shrink with it.
 COMPACT_LEVELS = (1, 3, 9, 19)
 
 
