@@ -132,7 +132,6 @@ class _Session:
             for g in gpus:
                 if g != lead.index:
                     # its context is made current; pop it so the first GPU's stays current
-                    # the lead's own class: backends.cuda imports this module, not the reverse
                     b = type(lead)(index=g, cubin_dir=lead.cubin_dir, exclusive=True)
                     self.drv.Context.pop()
                     self.backends[g] = b
