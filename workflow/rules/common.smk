@@ -113,6 +113,12 @@ def experiments_of(device):
     return [name for name in FAMILY if DEVICES[device].enabled(name)]
 
 
+# The devices the report and the topology documents cover: those with an experiment to run (a
+# node config measures the node from its first GPU and runs nothing on the others of their
+# own; config/node.yaml). In every other config each device has some.
+REPORTED = [name for name in DEVICES if experiments_of(name)]
+
+
 def sweep_inputs(wildcards):
     d = DEVICES[wildcards.device]
     fam = FAMILY[wildcards.experiment]
@@ -330,7 +336,7 @@ def all_targets():
         targets.append("results/report/report.pdf")
     else:
         print("gpudissect: latexmk not found: report.pdf is skipped", file=sys.stderr)
-    for name in DEVICES:
+    for name in REPORTED:
         targets += device_targets(name)
     targets += twin_agreements()
     return targets
@@ -355,7 +361,7 @@ def report_tables(study=None):
     """The named tables a report writes (its CSV exports, report items of the HTML report)."""
     keys = [study] if study else list(RUN_STUDIES)
     names = [t.name for k in keys for t in STUDIES[k].tables]
-    if study is None and len(DEVICES) > 1:
+    if study is None and len(REPORTED) > 1:
         names.append("fleet")
     if study is None and any(d.enabled("node") for d in RUN.devices):
         names.append(

@@ -1,7 +1,7 @@
 rule render_report:
     input:
-        targets=[t for name in DEVICES for t in device_targets(name)],
-        topology=topology_files(list(DEVICES)),
+        targets=[t for name in REPORTED for t in device_targets(name)],
+        topology=topology_files(REPORTED),
         twins=twin_agreements(),
     output:
         md="results/report/report.md",
@@ -22,7 +22,7 @@ rule render_report:
     conda:
         ENV
     params:
-        args=report_args(list(DEVICES), "results/report/tables", report_tables()),
+        args=report_args(REPORTED, "results/report/tables", report_tables()),
         title=RUN.report_title,
     shell:
         "python -m gpudissect report {params.args} --title {params.title:q}"
