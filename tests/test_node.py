@@ -125,9 +125,8 @@ def test_a_profile_without_links_is_a_gpu_alone():
     assert load_profile(REPO / "tests/data/tiny_profile.yaml").links is None
 
 
-@pytest.fixture(scope="module")
-def pipeline(tmp_path_factory):
-    work = tmp_path_factory.mktemp("node_pipeline")
+def _copy_workflow(work: Path) -> dict[str, str]:
+    """The workflow in `work`, and the environment a run there needs."""
     ignore = shutil.ignore_patterns("__pycache__", "*.pyc")
     for item in ("Snakefile", "workflow", "config", "kernels", "envs", "profiles", "tests/data"):
         src, dst = REPO / item, work / item
@@ -137,11 +136,17 @@ def pipeline(tmp_path_factory):
             dst.parent.mkdir(parents=True, exist_ok=True)
             shutil.copy(src, dst)
     bin_dir = str(Path(sys.executable).parent)
-    env = {
+    return {
         "PATH": f"{bin_dir}:/usr/bin:/bin",
         "HOME": str(work),
         "PYTHONPATH": str(work / "workflow"),
     }
+
+
+@pytest.fixture(scope="module")
+def pipeline(tmp_path_factory):
+    work = tmp_path_factory.mktemp("node_pipeline")
+    env = _copy_workflow(work)
     targets = ["results/report/report.md", "results/topology/node2.json"]
     proc = subprocess.run(
         [sys.executable, "-m", "snakemake", *targets, "--cores", "2"]
@@ -223,3 +228,25 @@ def test_nccl_multicast_stays_off_in_the_cuda_backend():
         assert "cuMulticastCreate(" not in path.read_text(), path
     for path in (REPO / "kernels").glob("*.cu"):
         assert "multimem." not in path.read_text(), path  # the PTX multicast instructions
+
+
+def test_a_node_sweep_asks_for_every_gpu_of_the_node_on_one_node(tmp_path):
+    # the plan of config/node4.yaml (a dry run: no GPU here): one sweep, on the first GPU,
+    # holding all four GPUs on one node; the other GPUs run nothing and get no report part
+    work = tmp_path / "plan"
+    env = _copy_workflow(work)
+    proc = subprocess.run(
+        [sys.executable, "-m", "snakemake", "-n", "--cores", "4", "--resources", "gpu=8"]
+        + ["--configfile", "config/node4.yaml", "--config", "cuda_arch=sm_90"],
+        cwd=work,
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    out = proc.stdout
+    sweeps = [block for block in out.split("\n\n") if "rule run_sweep:" in block]
+    assert len(sweeps) == 1 and "wildcards: device=gpu0, experiment=node" in sweeps[0]
+    assert "nodes=1" in sweeps[0] and "gpu=4" in sweeps[0]
+    assert "results/topology/gpu0.json" in out and "results/topology/gpu1.json" not in out
