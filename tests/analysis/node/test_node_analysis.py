@@ -28,6 +28,7 @@ def _run(profile: str, **extra):
                 "footprints_bytes": FOOTPRINTS[profile],
                 "record_steps": 128,
                 "stream": {"launch_bytes": 1 << 24},
+                "tlb": {"start_bytes": 8 << 20, "stop_bytes": 512 << 20},
                 **extra,
             }
         },
@@ -152,6 +153,22 @@ def test_node4_pairs(node4, pair, link):
     caching = p["caching"]["ca"]
     assert _value(caching["l1_keeps_peer_lines"]) is ("l1d" in kept)
     assert _value(caching["l2_keeps_peer_lines"]) is ("l2" in kept)
+
+
+def test_node4_tlb_reach_on_peer_and_own_memory(node4):
+    # 16 L1-TLB entries of 2 MiB pages: a cyclic walk of 32 MiB stays inside, one of 64 MiB
+    # misses every page in the L1 TLB (LRU, one set of 16 ways); the same for a GPU's own memory
+    # and a peer's, whatever caches the data
+    for p in node4["pairs"]:
+        if p["peer_access"]:
+            assert _value(p["tlb_reach_bytes"]) == 32 << 20, (p["src"], p["dst"])
+    assert _value(node4["local"]["2"]["tlb_reach_bytes"]) == 32 << 20
+
+
+def test_node2_without_tlbs_has_no_reach_step(node2):
+    # no TLB in the profile: the series is flat, and the reach undetermined with the range
+    reach = _pair(node2, 0, 1)["tlb_reach_bytes"]
+    assert reach["value"] is None and "no step" in reach["undetermined"]
 
 
 def test_node4_pair_without_peer_access(node4):

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ..contract.backend import ChaseWork, handles
+from ..contract.backend import handles
 from ..contract.node import (
     ChaseRecords,
     NodeFacts,
@@ -264,26 +264,20 @@ def _records(b: CudaBackend, fn, args: tuple, record_steps: int, shared_bytes: i
     return latency
 
 
-def _chain_on(s: _Session, work: PeerChaseWork | PeerAtomicWork, role: str):
-    chain = work.chain()
-    buf = s.buffer(work.dst, role, chain.nbytes)
-    with s.on(work.dst):
-        s.drv.memcpy_htod(buf, chain)
-    return chain, buf
+def _chain_on(s: _Session, work: PeerChaseWork | PeerAtomicWork):
+    """The chase array of `work` in GPU dst's memory: the dst backend's own chase buffer (in its
+    context), written whole or, for a large footprint, only where the walk goes (the scatter
+    kernel of kernels/pchase.cu, run on dst)."""
+    chase = work.chase_work()
+    with s.on(work.dst) as bd:
+        buf = bd._upload_chain(chase)
+    return chase, buf
 
 
 @handles("cuda", PeerChaseWork)
 def peer_chase(backend: CudaBackend, work: PeerChaseWork, **_: object) -> ChaseRecords:
     s = _session(backend)
-    chain, buf = _chain_on(s, work, "chase")
-    chase = ChaseWork(
-        path=work.path,
-        chain=chain,
-        start_index=0,
-        warmup_steps=work.warmup_steps,
-        record_steps=work.record_steps,
-        shared_buffer_bytes=8 * work.record_steps,
-    )
+    chase, buf = _chain_on(s, work)
     with s.on(work.src) as b:
         latency, _ = b.launch_chase(chase, buf, carveout_pct=None)
         sm = b.sm_clock()
@@ -293,7 +287,7 @@ def peer_chase(backend: CudaBackend, work: PeerChaseWork, **_: object) -> ChaseR
 @handles("cuda", PeerAtomicWork)
 def peer_atomics(backend: CudaBackend, work: PeerAtomicWork, **_: object) -> ChaseRecords:
     s = _session(backend)
-    _, buf = _chain_on(s, work, "atomic")
+    _, buf = _chain_on(s, work)
     with s.on(work.src) as b:
         fn = b.function(KERNEL, "atomic_chase", "PIIIPP")
         steps = (np.uint32(0), np.uint32(work.warmup_steps), np.uint32(work.record_steps))

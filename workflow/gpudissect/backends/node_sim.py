@@ -1,7 +1,7 @@
 """Sim handlers of the node family: the GPUs of a profile's `links:` block (sim/link.py).
 
-A chase walks the same addresses the kernel's chain makes it load (element k of the walk is
-k x stride mod the array, as `patterns.stride_chain` lays it out) through the node model; a
+A chase walks the same addresses the kernel's chain makes it load (the work's visited elements,
+from which the chain a GPU walks is built) through the node model; a
 stream and a copy take the model's elapsed times. The link facts are the profile's."""
 
 from __future__ import annotations
@@ -40,9 +40,10 @@ def _model(backend: SimBackend, seed: int):
     return NodeModel(backend.profile, seed=point_seed(backend.seed, seed))
 
 
-def _walk_bytes(footprint_bytes: int, stride_bytes: int, steps: int) -> np.ndarray:
-    elements, step = footprint_bytes // 4, stride_bytes // 4
-    return (np.arange(steps, dtype=np.int64) * step % elements) * 4
+def _walk_bytes(work: PeerChaseWork | PeerAtomicWork, steps: int) -> np.ndarray:
+    """The byte addresses of the first `steps` loads: the visited elements, cycle after cycle."""
+    visited = work.visited()
+    return visited[np.arange(steps) % len(visited)] * 4
 
 
 @handles("sim", NodeQuery)
@@ -75,7 +76,7 @@ def node_facts(backend: SimBackend, query: NodeQuery, **_: object) -> NodeFacts:
 @handles("sim", PeerChaseWork)
 def peer_chase(backend: SimBackend, work: PeerChaseWork, *, seed: int = 0) -> ChaseRecords:
     steps = work.warmup_steps + work.record_steps
-    addresses = _walk_bytes(work.footprint_bytes, work.stride_bytes, steps)
+    addresses = _walk_bytes(work, steps)
     model = _model(backend, seed)
     latency = model.chase(work.src, work.dst, work.path, addresses, seed=model.seed)
     return ChaseRecords(
@@ -87,7 +88,7 @@ def peer_chase(backend: SimBackend, work: PeerChaseWork, *, seed: int = 0) -> Ch
 @handles("sim", PeerAtomicWork)
 def peer_atomics(backend: SimBackend, work: PeerAtomicWork, *, seed: int = 0) -> ChaseRecords:
     steps = work.warmup_steps + work.record_steps
-    addresses = _walk_bytes(work.footprint_bytes, work.stride_bytes, steps)
+    addresses = _walk_bytes(work, steps)
     model = _model(backend, seed)
     latency = model.atomics(work.src, work.dst, addresses, seed=model.seed)
     return ChaseRecords(

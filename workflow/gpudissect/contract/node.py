@@ -13,8 +13,6 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..patterns import stride_chain
-
 PATHS = ("ca", "cg", "nc")
 DIRECTIONS = ("read", "write")
 
@@ -53,9 +51,12 @@ class NodeFacts:
 
 @dataclass(frozen=True)
 class PeerChaseWork:
-    """One thread of one block of GPU `src` walks `j = A[j]` (uint32 element indices, a chain
-    of `footprint_bytes` at `stride_bytes`) in GPU `dst`'s memory through load path `path`:
-    `warmup_steps` untimed loads, then `record_steps` timed ones."""
+    """One thread of one block of GPU `src` walks `j = A[j]` (uint32 element indices) over an
+    array of `footprint_bytes` in GPU `dst`'s memory through load path `path`: `warmup_steps`
+    untimed loads, then `record_steps` timed ones. The walk visits one element every
+    `stride_bytes`, the k-th moved `(k x skew_bytes) mod stride_bytes` into its stride (0: the
+    plain stride walk; a line size: consecutive strides in consecutive cache sets, so that a
+    page-stride walk does not pile its lines into one set), and wraps to the first."""
 
     src: int
     dst: int
@@ -64,19 +65,63 @@ class PeerChaseWork:
     stride_bytes: int
     warmup_steps: int
     record_steps: int
+    skew_bytes: int = 0
 
     def __post_init__(self) -> None:
+        if self.footprint_bytes // 4 > 2**32:
+            raise ValueError("footprint_bytes must hold at most 2^32 4-byte elements")
         if self.path not in PATHS:
             raise ValueError(f"path must be one of {PATHS}, got {self.path!r}")
-        if self.stride_bytes % 4 or self.footprint_bytes < self.stride_bytes:
-            raise ValueError("stride_bytes must be a multiple of 4 and fit in footprint_bytes")
+        if self.stride_bytes % 4 or self.skew_bytes % 4 or self.footprint_bytes < self.stride_bytes:
+            raise ValueError(
+                "stride_bytes and skew_bytes must be multiples of 4, the stride inside the "
+                "footprint"
+            )
 
-    @property
-    def elements(self) -> int:
-        return self.footprint_bytes // 4
+    def visited(self) -> np.ndarray:
+        return visited_elements(self.footprint_bytes, self.stride_bytes, self.skew_bytes)
 
-    def chain(self) -> np.ndarray:
-        return stride_chain(array_bytes=self.footprint_bytes, stride_bytes=self.stride_bytes)
+    def chase_work(self):
+        return chase_launch(self, self.path)
+
+
+def visited_elements(footprint_bytes: int, stride_bytes: int, skew_bytes: int = 0) -> np.ndarray:
+    """The element indices one cycle of the walk visits, in order (int64)."""
+    step, skew = stride_bytes // 4, skew_bytes // 4
+    k = np.arange(footprint_bytes // stride_bytes, dtype=np.int64)
+    return k * step + (k * skew) % step
+
+
+DENSE_MAX_BYTES = 1 << 26  # a chase array up to 64 MiB is written whole, a larger one sparse
+
+
+def chase_launch(work: PeerChaseWork | PeerAtomicWork, path: str):
+    """The P-chase launch of `work` (`contract.backend.ChaseWork`, whose array a GPU writes on
+    dst): every visited element holds the next one's index, the last the first's; the array is
+    written whole up to DENSE_MAX_BYTES, beyond it only at the visited elements (the rest is
+    never read)."""
+    from .backend import ChaseWork
+
+    common = dict(
+        path=path,
+        start_index=0,
+        warmup_steps=work.warmup_steps,
+        record_steps=work.record_steps,
+        shared_buffer_bytes=max(8 * work.record_steps, 1024),
+    )
+    visited = work.visited()
+    following = np.roll(visited, -1).astype(np.uint32)
+    if work.footprint_bytes <= DENSE_MAX_BYTES:
+        chain = np.zeros(work.footprint_bytes // 4, dtype=np.uint32)
+        chain[visited] = following
+        return ChaseWork(chain=chain, **common)
+    return ChaseWork(
+        chain=None,
+        array_elements=work.footprint_bytes // 4,
+        sparse_positions=visited,
+        sparse_next=following,
+        **common,
+    )
 
 
 @dataclass(frozen=True)
@@ -141,5 +186,8 @@ class PeerAtomicWork:
     warmup_steps: int
     record_steps: int
 
-    def chain(self) -> np.ndarray:
-        return stride_chain(array_bytes=self.footprint_bytes, stride_bytes=self.stride_bytes)
+    def visited(self) -> np.ndarray:
+        return visited_elements(self.footprint_bytes, self.stride_bytes)
+
+    def chase_work(self):
+        return chase_launch(self, "cg")  # the kernel reads the launch's chain, not its path

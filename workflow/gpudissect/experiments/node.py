@@ -9,6 +9,11 @@ For every ordered pair (a, b) of the node's GPUs with peer access, GPU a measure
   against the number of SMs and the access size (4, 8, 16 bytes a thread), timed with events;
 - `copy`: copy-engine copies (cuMemcpyPeer, the nvbandwidth-style number) of several sizes;
 - `atomic`: dependent atomics on b's memory, each timed (`kernels/node.cu`), and on a's own;
+- `chase` with footprint `tlb`: the P-chase at page stride over footprints that double from
+  `tlb.start_bytes` to `tlb.stop_bytes`, one line a page, each page's line one `line_skew_bytes`
+  further into its page than the last one's (the lines spread over the L2's sets instead of
+  piling into one, so they stay in the L2 and a step is the TLB's), on the peer's memory and on
+  a's own: the TLB reach on peer memory;
 - `link`: one row per ordered pair, what the driver and NVML say of it (peer access, NVLink
   count and version, the PCIe common ancestor).
 Every measurement is bounded: none starts once `time_budget_s` has passed since the sweep
@@ -125,6 +130,10 @@ class NodeSweep:
     repetitions: int
     atomic_footprint_bytes: int
     atomic_record_steps: int
+    tlb_path: str | None  # None: no TLB series
+    tlb_stride_bytes: int
+    tlb_skew_bytes: int
+    tlb_footprints_bytes: tuple[int, ...]
     time_budget_s: float
     memory_fraction: float
 
@@ -160,6 +169,18 @@ def parse_params(section: dict, key: str) -> NodeSweep:
             f"{key}.copy.sizes_bytes: {copies} has fewer than two sizes; allowed: "
             "two or more sizes (the copy bandwidth is the slope of time against bytes)"
         )
+    tlb = section["tlb"]
+    if tlb["stop_bytes"] < tlb["start_bytes"] or tlb["start_bytes"] < tlb["stride_bytes"]:
+        raise ConfigError(
+            f"{key}.tlb: start_bytes {tlb['start_bytes']}, stop_bytes {tlb['stop_bytes']}, "
+            f"stride_bytes {tlb['stride_bytes']}; allowed: stride_bytes <= start_bytes <= "
+            "stop_bytes"
+        )
+    tlb_sizes = []
+    size = tlb["start_bytes"] // tlb["stride_bytes"] * tlb["stride_bytes"]
+    while size <= tlb["stop_bytes"]:
+        tlb_sizes.append(size)
+        size *= 2
     return NodeSweep(
         enabled=section.get("enabled", False),
         gpus=tuple((str(g["name"]), int(g["index"])) for g in section.get("gpus", [])),
@@ -176,6 +197,10 @@ def parse_params(section: dict, key: str) -> NodeSweep:
         repetitions=section["repetitions"],
         atomic_footprint_bytes=section["atomic"]["footprint_bytes"],
         atomic_record_steps=section["atomic"]["record_steps"],
+        tlb_path=tlb["path"] if tlb["enabled"] else None,
+        tlb_stride_bytes=tlb["stride_bytes"],
+        tlb_skew_bytes=tlb["line_skew_bytes"],
+        tlb_footprints_bytes=tuple(tlb_sizes),
         time_budget_s=float(section["time_budget_s"]),
         memory_fraction=float(section["memory_fraction"]),
     )
@@ -261,10 +286,35 @@ def _chase_works(sweep: NodeSweep, src: int, dst: int, sizes: dict[str, int | No
             )
 
 
+TLB_MAX_RECORD_STEPS = 4096
+
+
+def _tlb_works(sweep: NodeSweep, src: int, dst: int):
+    """The TLB series: one untimed pass over the pages, then one timed pass (at most
+    TLB_MAX_RECORD_STEPS loads)."""
+    if sweep.tlb_path is None:
+        return
+    for size in sweep.tlb_footprints_bytes:
+        pages = chain_pass_steps(array_bytes=size, stride_bytes=sweep.tlb_stride_bytes)
+        steps = max(16, min(pages, TLB_MAX_RECORD_STEPS))
+        yield PeerChaseWork(
+            src,
+            dst,
+            sweep.tlb_path,
+            size,
+            sweep.tlb_stride_bytes,
+            pages,
+            steps,
+            skew_bytes=sweep.tlb_skew_bytes,
+        )
+
+
 def _pair_works(sweep: NodeSweep, facts: NodeFacts, src: int, dst: int, sizes: dict):
     """(label, work, bytes it allocates on dst) of one ordered pair (src == dst: baseline)."""
     for name, work in _chase_works(sweep, src, dst, sizes):
         yield name, work, work.footprint_bytes
+    for work in _tlb_works(sweep, src, dst):
+        yield "tlb", work, work.footprint_bytes
     fp = sweep.atomic_footprint_bytes
     steps = chain_pass_steps(array_bytes=fp, stride_bytes=sweep.stride_bytes)
     yield "", PeerAtomicWork(src, dst, fp, sweep.stride_bytes, steps, sweep.atomic_record_steps), fp

@@ -21,8 +21,13 @@ A profile's ``links:`` block makes its GPU a node of ``gpus`` identical GPUs. Ev
   ``common_ancestor`` of the pair in the PCIe topology; ``peer_access: false`` says the pair has
   none (nothing is measured on it).
 
-What is not modelled: TLBs on peer memory (a peer load is not translated here) and contention of
-several pairs at once (each measurement runs alone, as the experiment runs them).
+- **translation**: a load (or atomic) is translated by src's TLB levels (the profile's `tlbs`,
+  sim/tlb.py) whatever memory it reaches, as unified addressing does, unless it hits a cache
+  before the first translated one of its path (hierarchy.py's rule); every level that missed
+  adds its miss penalty.
+
+What is not modelled: contention of several pairs at once (each measurement runs alone, as the
+experiment runs them), and a peer translation costing more than a local one.
 """
 
 from __future__ import annotations
@@ -38,6 +43,7 @@ from ..exceptions import ProfileError
 from .cache import Cache
 from .noise import Noise, Rng
 from .throughput import mva_throughput
+from .tlb import Tlb
 
 WARP_THREADS = 32
 TIMING_JITTER = 0.004  # relative standard deviation of a simulated launch's elapsed time
@@ -155,19 +161,28 @@ class NodeModel:
             remote, link_cycles = p.paths.get("cg", ()), link.latency_cycles
         near = self._caches(local, rng)
         far = self._caches(tuple(remote), rng)
+        tlb = self._tlb(rng)
         out = np.empty(len(addresses_bytes), dtype=np.int64)
         for i, a in enumerate(addresses_bytes.tolist()):
-            out[i] = self._load(near, far, path, a, link_cycles) + noise.draw()
+            out[i] = self._load(near, far, path, a, link_cycles, tlb) + noise.draw()
         return np.maximum(out, 0)
 
-    def _load(self, near, far, path: str, address: int, link_cycles: int) -> int:
+    def _tlb(self, rng: Rng) -> Tlb | None:
+        return Tlb(self.profile.tlbs, rng=rng) if self.profile.tlbs is not None else None
+
+    def _load(self, near, far, path: str, address: int, link_cycles: int, tlb) -> int:
+        penalty = None  # None: not yet translated
         for spec, cache in near:
+            if penalty is None and spec.translated and tlb is not None:
+                penalty = tlb.translate(address).penalty_cycles
             if cache.access(address).hit:
-                return spec.hit_latency_on(path)
+                return spec.hit_latency_on(path) + (penalty or 0)
+        if penalty is None:
+            penalty = tlb.translate(address).penalty_cycles if tlb is not None else 0
         for spec, cache in far:
             if cache.access(address).hit:
-                return link_cycles + spec.hit_latency_on("cg")
-        return link_cycles + self.profile.dram.latency_cycles
+                return link_cycles + spec.hit_latency_on("cg") + penalty
+        return link_cycles + self.profile.dram.latency_cycles + penalty
 
     def atomics(self, src: int, dst: int, addresses_bytes: np.ndarray, *, seed: int) -> np.ndarray:
         """Latency of each atomic of a walk by src over dst's memory: at dst's L2."""
@@ -177,9 +192,10 @@ class NodeModel:
         link = None if src == dst else self.spec.link(src, dst)
         link_cycles = 0 if link is None else link.latency_cycles
         extra = (link or self.spec.default).atomic_cycles
+        tlb = self._tlb(rng)
         out = np.empty(len(addresses_bytes), dtype=np.int64)
         for i, a in enumerate(addresses_bytes.tolist()):
-            out[i] = self._load((), l2, "cg", a, link_cycles) + extra + noise.draw()
+            out[i] = self._load((), l2, "cg", a, link_cycles, tlb) + extra + noise.draw()
         return np.maximum(out, 0)
 
     # ---- bandwidths ----------------------------------------------------------------------

@@ -16,6 +16,9 @@ Per ordered pair (a, b) with peer access:
 - copy bandwidth: the least-squares slope of elapsed time against bytes over every copy (its
   inverse; the intercept is the copy's fixed cost);
 - atomic latency: the median of the timed atomics, beside a's atomics on its own memory;
+- TLB reach: over the page-stride series, the largest footprint before the median steps up
+  for good by more than three median absolute deviations (a TLB miss may cost less than the
+  10 % the caching readings allow: an H100's L1 TLB), beside a's reach on its own memory;
 - NVML's facts of the link as the trace recorded them, and what the sweep skipped.
 """
 
@@ -32,6 +35,7 @@ FOOTPRINTS = ("l1", "l2", "beyond")
 SATURATION = 0.95
 RELATIVE_TOLERANCE = 0.10
 SPREAD_TOLERANCE = 3.0
+MIN_STEP_CYCLES = 2.0  # a TLB step smaller than this is not told from the timing's resolution
 NOT_MEASURED = "not measured (the sweep skipped it or the pair has no rows of it)"
 
 
@@ -97,6 +101,49 @@ def keeps_peer_lines(
             "(max of 10 % and 3 x the median absolute deviation)"
         ),
         evidence=f"peer {p:.1f} vs local {here:.1f} cycles, tolerance {tol:.1f}",
+    )
+
+
+def tlb_reach(chase: pd.DataFrame, src: int, dst: int) -> dict[str, Any]:
+    """The TLB reach src sees on dst's memory: the largest footprint of the page-stride series
+    whose median stays within the tolerance of the smallest one's, where a larger one lies
+    above it."""
+    m = (chase["src_gpu"] == src) & (chase["dst_gpu"] == dst) & (chase["footprint"] == "tlb")
+    series = chase[m]
+    if series.empty:
+        return undetermined(f"{NOT_MEASURED}: the page-stride series")
+    by_size = {
+        int(k): g.to_numpy(dtype=np.float64)
+        for k, g in series.groupby("footprint_bytes")["latency_cycles"]
+    }
+    sizes = sorted(by_size)
+    first = by_size[sizes[0]]
+    medians = [float(np.median(by_size[k])) for k in sizes]
+    tols = [
+        max(SPREAD_TOLERANCE * max(_mad(first), _mad(by_size[k])), MIN_STEP_CYCLES) for k in sizes
+    ]
+    for i, k in enumerate(sizes[1:], start=1):
+        tol = tols[i]
+        # a step: this footprint and every larger one above the smallest one's median
+        if all(medians[j] > medians[0] + tols[j] for j in range(i, len(sizes))):
+            stride = int(series["stride_bytes"].iloc[0])
+            return quantity(
+                sizes[i - 1],
+                unit="bytes",
+                confidence=min(1.0, 0.5 + (medians[i] - medians[0] - tol) / (2 * tol)),
+                method=(
+                    f"P-chase at a {stride}-byte stride over doubling footprints: the largest "
+                    "footprint before the median steps, for good, above the smallest one's by "
+                    "more than 3 median absolute deviations (at least 2 cycles)"
+                ),
+                evidence=(
+                    f"{medians[i - 1]:.0f} cycles at {sizes[i - 1]} bytes, {medians[i]:.0f} at "
+                    f"{k}; {medians[0]:.0f} at {sizes[0]}"
+                ),
+            )
+    return undetermined(
+        f"no step over the page-stride series up to {sizes[-1]} bytes ({medians[0]:.0f} to "
+        f"{medians[-1]:.0f} cycles): the reach is at least that, or the series starts beyond it"
     )
 
 
@@ -266,6 +313,7 @@ def analyse(
         str(g): {
             "latency": _latencies(chase, g, g, paths),
             "atomic_latency_cycles": _atomic(data[data["kind"] == "atomic"], g, g),
+            "tlb_reach_bytes": tlb_reach(chase, g, g),
         }
         for g in gpus
     }
@@ -286,9 +334,7 @@ def analyse(
             pair["bandwidth"] = _bandwidth(points, s, d)
             pair["copy"] = _copy(data[data["kind"] == "copy"], s, d)
             pair["atomic_latency_cycles"] = _atomic(data[data["kind"] == "atomic"], s, d)
-            pair["tlb_reach_bytes"] = undetermined(
-                "no TLB-reach series over peer memory in this sweep"
-            )
+            pair["tlb_reach_bytes"] = tlb_reach(chase, s, d)
         mine = skipped[(skipped["src_gpu"] == s) & (skipped["dst_gpu"] == d)]
         if len(mine):
             pair["skipped"] = list(mine["detail"])
