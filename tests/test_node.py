@@ -250,3 +250,51 @@ def test_a_node_sweep_asks_for_every_gpu_of_the_node_on_one_node(tmp_path):
     assert len(sweeps) == 1 and "wildcards: device=gpu0, experiment=node" in sweeps[0]
     assert "nodes=1" in sweeps[0] and "gpu=4" in sweeps[0]
     assert "results/topology/gpu0.json" in out and "results/topology/gpu1.json" not in out
+
+
+def test_repeats_compare_the_node_readings_and_mark_the_topology(tmp_path):
+    from gpudissect.analysis.common.result import write_result
+    from gpudissect.analysis.node.node import analyse
+    from gpudissect.backends import open_backend
+    from gpudissect.families import FAMILIES
+    from gpudissect.topology import build_topology, validate_topology
+    from gpudissect.topology.repeats import compare_repeats
+
+    raw = {
+        "devices": [{"name": "n", "backend": "sim", "profile": SIM_NODE, "seed": 4}],
+        "node": True,
+        "experiments": {
+            "node": {"record_steps": 32, "stream": {"sms": [8]}, "tlb": {"enabled": False}}
+        },
+    }
+    docs = []
+    for repeat in (1, 2):
+        device = parse(raw).device("n").for_repeat(repeat)
+        with open_backend(device) as backend:
+            data = node_experiment_run(backend, device)
+        docs.append(analyse(data, provenance={"device": "n"}))
+    # the second repeat reads the other answer for one cache (as a flaky GPU reading would)
+    flipped = docs[1]["node"]["pairs"][0]["caching"]["ca"]["l1_keeps_peer_lines"]
+    flipped["value"] = not flipped["value"]
+    paths = [
+        write_result(tmp_path / "node.json", docs[0]),
+        write_result(tmp_path / "node.r2.json", docs[1]),
+    ]
+    repeats = compare_repeats("n", [str(p) for p in paths])
+    assert repeats["does_not_repeat"] == [
+        "node/pairs/0/caching/ca.l1_keeps_peer_lines"
+        " (node /node/pairs/0/caching/ca/l1_keeps_peer_lines)"
+    ]
+    topo = build_topology("n", [paths[0]], tuple(FAMILIES), repeats=repeats)
+    validate_topology(topo)
+    pair = topo["node"]["pairs"][0]
+    assert pair["caching"]["ca"]["l1_keeps_peer_lines"]["undetermined"].startswith(
+        "does not repeat"
+    )
+    assert pair["latency"]["ca"]["miss_latency_cycles"]["repeat_spread"]["repeats"] == 2
+
+
+def node_experiment_run(backend, device):
+    from gpudissect.experiments import node as node_experiment
+
+    return node_experiment.run(backend, device.params["node"], device=device)

@@ -11,9 +11,9 @@ from .calibrate import calibrate, timing_block
 from .driver import driver_facts, fact_pointer, merged_device_info
 from .gather import load_document, readings
 from .l2_capacity import add_l2_both_ways
-from .node import node_section
+from .node import apply_node_repeats, node_section
 from .reconcile import PRECEDENCE, reconcile
-from .repeats import apply_repeats
+from .repeats import NOT_REPEATING, apply_repeats
 
 SCHEMA_VERSION = 1
 
@@ -79,6 +79,8 @@ def build_topology(
         document["timing"] = timing
     node = node_section(docs)
     if node is not None:
+        if repeats is not None and "pairs" in node:
+            apply_node_repeats(node, repeats, not_repeating=NOT_REPEATING)
         document["node"] = node
     if repeats is not None:
         document["repeats"] = {

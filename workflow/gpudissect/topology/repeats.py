@@ -17,6 +17,7 @@ import numpy as np
 
 from ..repeat_paths import repeat_of
 from .gather import Reading, load_document, readings
+from .node import node_readings
 
 MEASURED_SUFFIXES = ("_cycles", "_ns", "_ms", "_gbps", "_pct", "_fraction", "_freq")
 MEASURED_UNITS = frozenset({"cycles", "ns", "ms", "GB/s", "gbps", "%"})
@@ -58,7 +59,8 @@ def compare_repeats(device: str, analyses: list[str]) -> dict[str, Any]:
     repeats = sorted({repeat_of(p) for p in analyses})
     for path in analyses:
         k = repeat_of(path)
-        for r in readings(load_document(path), path):
+        doc = load_document(path)
+        for r in readings(doc, path) + node_readings(doc, path):
             key = (r.experiment, r.pointer)
             by_key[key][k] = r
             if key not in names or names[key][2] is None:
