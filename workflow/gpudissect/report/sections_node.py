@@ -19,6 +19,12 @@ def _v(q: Any, fmt: str = "{:.0f}") -> str:
     return fmt.format(v) if isinstance(v, int | float) else str(v)
 
 
+def _mib(q: Any) -> str:
+    if isinstance(q, dict) and isinstance(q.get("value"), int):
+        return f"{q['value'] / 2**20:g}"
+    return _v(q)
+
+
 def _link(link: dict[str, Any]) -> str:
     kind = link.get("kind") or "?"
     if kind == "nvlink" and link.get("nvlink_count"):
@@ -30,7 +36,7 @@ def _link(link: dict[str, Any]) -> str:
 def _pair_row(p: dict[str, Any], paths: list[str]) -> str:
     cells = [f"{p['src_name']} -> {p['dst_name']}", _link(p.get("link", {}))]
     if not p.get("peer_access"):
-        return "| " + " | ".join(cells + ["no peer access"] + ["—"] * (3 * len(paths) + 4)) + " |"
+        return "| " + " | ".join(cells + ["no peer access"] + ["—"] * (3 * len(paths) + 5)) + " |"
     cells.append("yes")
     for path in paths:
         lat = p["latency"].get(path, {})
@@ -43,6 +49,7 @@ def _pair_row(p: dict[str, Any], paths: list[str]) -> str:
     cells.append(_v(bw.get("write", {}).get("peak_gbps"), "{:.1f}"))
     cells.append(_v(p.get("copy", {}).get("bandwidth_gbps"), "{:.1f}"))
     cells.append(_v(p.get("atomic_latency_cycles")))
+    cells.append(_mib(p.get("tlb_reach_bytes")))
     return "| " + " | ".join(cells) + " |"
 
 
@@ -59,13 +66,14 @@ def node_section(doc: dict[str, Any], figures: list[str]) -> list[str]:
         "footprint (hit) and beyond the L2 (miss), in raw cycles; whether the loading GPU's L1 "
         "and L2 keep the peer's lines (n/a: the path has no such cache); the peak bandwidth of "
         "SM-driven reads and writes and of the copy engine (GB/s); the latency of dependent "
-        "atomics (cycles)."
+        "atomics (cycles); the TLB reach on the peer's memory (the largest page-stride footprint "
+        "before the latency steps up)."
     )
     lines.append("")
     head = ["pair", "link", "peer access"]
     for path in paths:
         head += [f"{path} hit / miss", f"{path} L1 keeps", f"{path} L2 keeps"]
-    head += ["read GB/s", "write GB/s", "copy GB/s", "atomic cycles"]
+    head += ["read GB/s", "write GB/s", "copy GB/s", "atomic cycles", "TLB reach MiB"]
     lines += ["<!-- table: node -->", "| " + " | ".join(head) + " |"]
     lines.append("| " + " | ".join("---" for _ in head) + " |")
     lines += [_pair_row(p, paths) for p in node.get("pairs", [])]
@@ -73,7 +81,7 @@ def node_section(doc: dict[str, Any], figures: list[str]) -> list[str]:
     local = node.get("local", {})
     if local:
         lines.append(
-            "Each GPU's own memory (the baseline): "
+            "Each GPU's own memory (the baseline; hit / miss and atomics in cycles): "
             + "; ".join(
                 f"GPU {g}: "
                 + ", ".join(
@@ -82,9 +90,10 @@ def node_section(doc: dict[str, Any], figures: list[str]) -> list[str]:
                     for path in paths
                 )
                 + f", atomics {_v(v.get('atomic_latency_cycles'))}"
+                + f", TLB reach {_mib(v.get('tlb_reach_bytes'))} MiB"
                 for g, v in local.items()
             )
-            + " cycles."
+            + "."
         )
         lines.append("")
     for p in node.get("pairs", []):
