@@ -23,9 +23,10 @@ def _matrix(table: pd.DataFrame, column: str, gpus: list[int]) -> np.ndarray:
     return m
 
 
-def _heat(ax, m: np.ndarray, gpus: list[int], title: str, unit: str, fig) -> None:
+def _heat(ax, m: np.ndarray, gpus: list[int], title: str, unit: str, fig, *, copy=False) -> None:
     im = ax.imshow(m, cmap="viridis", interpolation="nearest")
-    ax.set(xlabel="memory of GPU", ylabel="loads from GPU", title=title)
+    rows, columns = ("copies from GPU", "to GPU") if copy else ("loads from GPU", "memory of GPU")
+    ax.set(xlabel=columns, ylabel=rows, title=title)
     ax.set_xticks(range(len(gpus)), [str(g) for g in gpus])
     ax.set_yticks(range(len(gpus)), [str(g) for g in gpus])
     ax.grid(False)
@@ -55,6 +56,7 @@ def plot_node(data: pd.DataFrame, doc: dict, *, table: pd.DataFrame) -> dict:
     bw, axes = plt.subplots(1, 2, figsize=size, layout="constrained")
     cells = (("read_gbps", "SM-driven reads"), ("copy_gbps", "copy engine"))
     for ax, (col, what) in zip(axes, cells, strict=True):
-        _heat(ax, _matrix(table, col, gpus), gpus, f"{what} (peak)", "GB/s", bw)
+        m = _matrix(table, col, gpus)
+        _heat(ax, m, gpus, f"{what} (peak)", "GB/s", bw, copy=col == "copy_gbps")
     bw.suptitle(f"{device}: link bandwidth, GPU x GPU memory")
     return {LATENCY: lat, BANDWIDTH: bw}
