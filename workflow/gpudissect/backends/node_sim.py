@@ -29,7 +29,9 @@ if TYPE_CHECKING:
     from .sim import SimBackend
 
 
-def _model(backend: SimBackend, seed: int):
+def _model(backend: SimBackend):
+    """The node of the backend's profile, kept for the whole sweep (its caches and TLBs keep
+    their state from launch to launch)."""
     from ..sim.link import NodeModel
 
     if backend.profile.links is None:
@@ -37,7 +39,10 @@ def _model(backend: SimBackend, seed: int):
             f"{backend.profile_path}: the profile has no links block, so its GPU is no node; "
             "the node experiment needs one (config/README.md, device profiles: links)"
         )
-    return NodeModel(backend.profile, seed=point_seed(backend.seed, seed))
+    model = getattr(backend, "_node_model", None)
+    if model is None:
+        model = backend._node_model = NodeModel(backend.profile, seed=backend.seed)
+    return model
 
 
 def _walk_bytes(work: PeerChaseWork | PeerAtomicWork, steps: int) -> np.ndarray:
@@ -48,7 +53,7 @@ def _walk_bytes(work: PeerChaseWork | PeerAtomicWork, steps: int) -> np.ndarray:
 
 @handles("sim", NodeQuery)
 def node_facts(backend: SimBackend, query: NodeQuery, **_: object) -> NodeFacts:
-    spec = _model(backend, 0).spec
+    spec = _model(backend).spec
     gpus = tuple(range(spec.gpus))
     links = tuple(
         PairLink(
@@ -77,8 +82,9 @@ def node_facts(backend: SimBackend, query: NodeQuery, **_: object) -> NodeFacts:
 def peer_chase(backend: SimBackend, work: PeerChaseWork, *, seed: int = 0) -> ChaseRecords:
     steps = work.warmup_steps + work.record_steps
     addresses = _walk_bytes(work, steps)
-    model = _model(backend, seed)
-    latency = model.chase(work.src, work.dst, work.path, addresses, seed=model.seed)
+    latency = _model(backend).chase(
+        work.src, work.dst, work.path, addresses, seed=point_seed(backend.seed, seed)
+    )
     return ChaseRecords(
         latency_cycles=latency[work.warmup_steps :].astype(np.uint32),
         sm_clock_mhz=float(backend.profile.clocks.sm_mhz),
@@ -89,8 +95,9 @@ def peer_chase(backend: SimBackend, work: PeerChaseWork, *, seed: int = 0) -> Ch
 def peer_atomics(backend: SimBackend, work: PeerAtomicWork, *, seed: int = 0) -> ChaseRecords:
     steps = work.warmup_steps + work.record_steps
     addresses = _walk_bytes(work, steps)
-    model = _model(backend, seed)
-    latency = model.atomics(work.src, work.dst, addresses, seed=model.seed)
+    latency = _model(backend).atomics(
+        work.src, work.dst, addresses, seed=point_seed(backend.seed, seed)
+    )
     return ChaseRecords(
         latency_cycles=latency[work.warmup_steps :].astype(np.uint32),
         sm_clock_mhz=float(backend.profile.clocks.sm_mhz),
@@ -99,8 +106,7 @@ def peer_atomics(backend: SimBackend, work: PeerAtomicWork, *, seed: int = 0) ->
 
 @handles("sim", PeerStreamWork)
 def peer_stream(backend: SimBackend, work: PeerStreamWork, *, seed: int = 0) -> Timings:
-    model = _model(backend, seed)
-    ns = model.stream_ns(
+    ns = _model(backend).stream_ns(
         work.src,
         work.dst,
         direction=work.direction,
@@ -108,19 +114,18 @@ def peer_stream(backend: SimBackend, work: PeerStreamWork, *, seed: int = 0) -> 
         access_bytes=work.access_bytes,
         bytes_total=work.bytes_total,
         repetitions=work.repetitions,
-        seed=model.seed,
+        seed=point_seed(backend.seed, seed),
     )
     return Timings(elapsed_ns=ns, sm_clock_mhz=float(backend.profile.clocks.sm_mhz))
 
 
 @handles("sim", PeerCopyWork)
 def peer_copy(backend: SimBackend, work: PeerCopyWork, *, seed: int = 0) -> Timings:
-    model = _model(backend, seed)
-    ns = model.copy_ns(
+    ns = _model(backend).copy_ns(
         work.src,
         work.dst,
         bytes_total=work.bytes_total,
         repetitions=work.repetitions,
-        seed=model.seed,
+        seed=point_seed(backend.seed, seed),
     )
     return Timings(elapsed_ns=ns, sm_clock_mhz=float(backend.profile.clocks.sm_mhz))

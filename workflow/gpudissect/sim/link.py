@@ -8,7 +8,9 @@ A profile's ``links:`` block makes its GPU a node of ``gpus`` identical GPUs. Ev
 - **a cache policy for peer lines**: ``peer_caches`` names the caches of src that keep lines
   of dst's memory; a load on a path walks those of the path's caches (nearest first, their own
   sets and replacement, cache.py); a load that misses them all crosses the link and is served
-  by dst's memory-side caches (the caches of dst's ``cg`` path: its L2), else by dst's DRAM;
+  by dst's memory-side caches (the caches of dst's ``cg`` path: its L2), else by dst's DRAM.
+  The caches keep their lines from launch to launch except those off the memory side (the
+  L1s), which each launch finds empty (``NodeModel``);
 - **a bandwidth**: ``bandwidth_gbps`` of raw link per direction, moved in packets of at most
   ``packet_payload_bytes`` (SM traffic) or ``copy_packet_bytes`` (copy engines) that each carry
   ``header_bytes`` more; SM traffic is a closed queueing network (sim/throughput.py's
@@ -129,9 +131,16 @@ def node_spec(d: Mapping[str, Any] | None, caches: Mapping[str, Any]) -> NodeSpe
     return NodeSpec(gpus=gpus, links=links, default=default)
 
 
+OWNER_SHIFT = 48  # a line of GPU g's memory is cached under (g << OWNER_SHIFT) + its address
+
+
 class NodeModel:
-    """The node of a profile with a ``links:`` block, one measurement at a time (each starts
-    with cold caches, as a fresh launch on a GPU whose caches the last one left does not)."""
+    """The node of a profile with a ``links:`` block, one launch after another. Every GPU has
+    its own copy of each cache and TLB level of the profile, which keeps its lines from launch
+    to launch, as a GPU's L2 and TLBs do; the caches a launch finds invalidated are the ones
+    off the memory side (not on the ``cg`` path: the L1s), which a GPU invalidates for global
+    data at a kernel's start. A cache holds lines of several GPUs' memories, each memory an
+    address space of its own (unified addressing)."""
 
     def __init__(self, profile: Any, *, seed: int) -> None:
         if profile.links is None:
@@ -139,36 +148,54 @@ class NodeModel:
         self.profile = profile
         self.spec: NodeSpec = profile.links
         self.seed = seed
+        self.rng = Rng(seed=seed)  # one replacement stream for every structure of the node
+        self.memory_side = tuple(profile.paths.get("cg", ()))
+        self._caches: dict[tuple[int, str], Cache] = {}
+        self._tlbs: dict[int, Tlb | None] = {}
 
     # ---- latencies -----------------------------------------------------------------------
-    def _caches(self, names: tuple[str, ...], rng: Rng) -> list[tuple[Any, Cache]]:
-        return [(self.profile.caches[n], Cache(self.profile.caches[n], rng=rng)) for n in names]
+    def cache(self, gpu: int, name: str) -> Cache:
+        key = (gpu, name)
+        if key not in self._caches:
+            self._caches[key] = Cache(self.profile.caches[name], rng=self.rng)
+        return self._caches[key]
+
+    def tlb(self, gpu: int) -> Tlb | None:
+        if gpu not in self._tlbs:
+            tlbs = self.profile.tlbs
+            self._tlbs[gpu] = Tlb(tlbs, rng=self.rng) if tlbs is not None else None
+        return self._tlbs[gpu]
+
+    def launch(self, gpu: int) -> None:
+        """A kernel starts on `gpu`: its caches off the memory side start empty."""
+        for (g, name), cache in self._caches.items():
+            if g == gpu and name not in self.memory_side:
+                cache.reset()
+
+    def _walk(self, gpu: int, names) -> list[tuple[Any, Cache]]:
+        return [(self.profile.caches[n], self.cache(gpu, n)) for n in names]
 
     def chase(
         self, src: int, dst: int, path: str, addresses_bytes: np.ndarray, *, seed: int
     ) -> np.ndarray:
-        """Latency in cycles of each load of a walk by src over dst's memory on `path`."""
+        """Latency in cycles of each load of a walk (one launch) by src over dst's memory."""
         p = self.profile
         if path not in p.paths:
             raise ProfileError(f"{p.source}: the profile has no load path {path!r}")
-        rng, noise = Rng(seed=seed), Noise(p.noise, seed=seed)
+        self.launch(src)
+        noise = Noise(p.noise, seed=seed)
         on_path = p.paths[path]
         if src == dst:
-            local, remote, link_cycles = on_path, (), 0
+            near, far, link_cycles = self._walk(src, on_path), [], 0
         else:
             link = self.spec.link(src, dst)
-            local = tuple(c for c in on_path if c in link.peer_caches)
-            remote, link_cycles = p.paths.get("cg", ()), link.latency_cycles
-        near = self._caches(local, rng)
-        far = self._caches(tuple(remote), rng)
-        tlb = self._tlb(rng)
+            near = self._walk(src, [c for c in on_path if c in link.peer_caches])
+            far, link_cycles = self._walk(dst, self.memory_side), link.latency_cycles
+        tlb, owner = self.tlb(src), dst << OWNER_SHIFT
         out = np.empty(len(addresses_bytes), dtype=np.int64)
         for i, a in enumerate(addresses_bytes.tolist()):
-            out[i] = self._load(near, far, path, a, link_cycles, tlb) + noise.draw()
+            out[i] = self._load(near, far, path, owner + a, link_cycles, tlb) + noise.draw()
         return np.maximum(out, 0)
-
-    def _tlb(self, rng: Rng) -> Tlb | None:
-        return Tlb(self.profile.tlbs, rng=rng) if self.profile.tlbs is not None else None
 
     def _load(self, near, far, path: str, address: int, link_cycles: int, tlb) -> int:
         penalty = None  # None: not yet translated
@@ -185,17 +212,18 @@ class NodeModel:
         return link_cycles + self.profile.dram.latency_cycles + penalty
 
     def atomics(self, src: int, dst: int, addresses_bytes: np.ndarray, *, seed: int) -> np.ndarray:
-        """Latency of each atomic of a walk by src over dst's memory: at dst's L2."""
-        p = self.profile
-        rng, noise = Rng(seed=seed), Noise(p.noise, seed=seed)
-        l2 = self._caches(tuple(p.paths.get("cg", ())), rng)
+        """Latency of each atomic of a walk (one launch) by src over dst's memory: at dst's
+        L2 (its memory-side caches)."""
+        self.launch(src)
+        noise = Noise(self.profile.noise, seed=seed)
+        l2 = self._walk(dst, self.memory_side)
         link = None if src == dst else self.spec.link(src, dst)
         link_cycles = 0 if link is None else link.latency_cycles
         extra = (link or self.spec.default).atomic_cycles
-        tlb = self._tlb(rng)
+        tlb, owner = self.tlb(src), dst << OWNER_SHIFT
         out = np.empty(len(addresses_bytes), dtype=np.int64)
         for i, a in enumerate(addresses_bytes.tolist()):
-            out[i] = self._load((), l2, "cg", a, link_cycles, tlb) + extra + noise.draw()
+            out[i] = self._load((), l2, "cg", owner + a, link_cycles, tlb) + extra + noise.draw()
         return np.maximum(out, 0)
 
     # ---- bandwidths ----------------------------------------------------------------------
