@@ -294,3 +294,26 @@ def test_without_shared_memory_the_l1_is_the_whole_array_and_heads_the_topology(
     )
     other = entry["other_readings"][0]
     assert other["value"] == 229376 and other["agrees"] is None  # another partition
+
+
+def test_each_figure_draws_what_its_caption_says(tmp_path):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from gpudissect.families import family
+    from gpudissect.plotting.describe import caption_mismatches, caption_text, describe
+    from gpudissect.report.captions import prose
+
+    data = _run("unseen_bandwidth_carveout", _stage1(tmp_path, 229376), l1_capacity=CAPACITY)
+    doc = analyse(data, provenance={"device": "c"})
+    figures = family("bandwidth").plot(data, doc, table=figure_table(data, doc))
+    assert set(figures) == set(family("bandwidth").figures)
+    for stem, fig in figures.items():
+        text = caption_text(fig, stem, prose(stem))
+        assert describe(fig) and prose(stem), stem
+        assert not caption_mismatches(fig, text), (stem, text)
+        plt.close(fig)
+    capacity = describe(figures["bandwidth_l1_capacity"])
+    assert "L1 size estimate" in str(capacity) and "cache_stage1 L1 size" in str(capacity)
