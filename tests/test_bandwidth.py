@@ -32,8 +32,8 @@ SECTION = {
     "l1_capacity": {
         "points": 0,
         "threads_per_cta": 32,
-        "start_fraction": 0.75,
-        "stop_fraction": 1.25,
+        "start_fraction": 0.875,
+        "stop_fraction": "auto",
     },
 }
 # the profiles' saturated rates, derived by hand in each profile's header (GB/s)
@@ -57,10 +57,12 @@ L1_BYTES = {"unseen_bandwidth_a": 98304, "unseen_bandwidth_b": 131072}
 TOLERANCE = 0.03  # the queueing network approaches its slowest server within 1%; noise adds
 
 
-def _stage1(tmp_path, l1_bytes):
-    """A stage-1 result holding only the L1 size (what the sweep reads of it)."""
+def _stage1(tmp_path, l1_bytes, **where):
+    """A stage-1 result holding the L1 size (what the sweep reads of it) and, given, the
+    carveout and shared buffer it was measured at."""
     path = tmp_path / "cache_stage1.json"
-    path.write_text(json.dumps({"elements": {"l1d": {"size_bytes": {"value": l1_bytes}}}}))
+    doc = {"elements": {"l1d": {"size_bytes": {"value": l1_bytes}}}, **where}
+    path.write_text(json.dumps(doc))
     return {"cache_stage1": str(path)}
 
 
@@ -249,7 +251,7 @@ def test_the_report_puts_mt4gs_published_h100_figures_beside_ours(tmp_path):
     assert {"L1 read bandwidth", "L2 write bandwidth", "DRAM read bandwidth"} <= labels
 
 
-CAPACITY = {"points": 33, "threads_per_cta": 32, "start_fraction": 0.75, "stop_fraction": 1.25}
+CAPACITY = {"points": 33, "threads_per_cta": 32, "start_fraction": 0.875, "stop_fraction": "auto"}
 
 
 @pytest.mark.parametrize("profile", sorted(EXPECTED))
@@ -268,8 +270,11 @@ def test_without_shared_memory_the_l1_is_the_whole_array_and_heads_the_topology(
 
     # the P-chase beside a 16 KiB buffer reads 224 KiB (profile header); the bandwidth kernels
     # use no shared memory, so their L1 is the whole 256 KiB array
-    stage1 = _stage1(tmp_path, 229376)
+    stage1 = _stage1(tmp_path, 229376, carveout_pct=[0], shared_buffer_bytes=16384)
     data = _run("unseen_bandwidth_carveout", stage1, l1_capacity=CAPACITY)
+    # auto stop: 229376 + 2 x (16384 + the 1024 reserved) + 8192 = 272384 B, past the 256 KiB
+    series = data[data["level"] == bw.CAPACITY]
+    assert series["footprint_bytes_per_sm"].max() == 272384
     doc = analyse(data, provenance={"device": "c"})
     q = doc["elements"]["l1d"]["size_bytes"]
     low, high = q["bracket_bytes"]
@@ -306,7 +311,8 @@ def test_each_figure_draws_what_its_caption_says(tmp_path):
     from gpudissect.plotting.describe import caption_mismatches, caption_text, describe
     from gpudissect.report.captions import prose
 
-    data = _run("unseen_bandwidth_carveout", _stage1(tmp_path, 229376), l1_capacity=CAPACITY)
+    stage1 = _stage1(tmp_path, 229376, carveout_pct=[0], shared_buffer_bytes=16384)
+    data = _run("unseen_bandwidth_carveout", stage1, l1_capacity=CAPACITY)
     doc = analyse(data, provenance={"device": "c"})
     figures = family("bandwidth").plot(data, doc, table=figure_table(data, doc))
     assert set(figures) == set(family("bandwidth").figures)
@@ -317,3 +323,23 @@ def test_each_figure_draws_what_its_caption_says(tmp_path):
         plt.close(fig)
     capacity = describe(figures["bandwidth_l1_capacity"])
     assert "L1 size estimate" in str(capacity) and "cache_stage1 L1 size" in str(capacity)
+
+
+def test_the_partition_bound_follows_stage_1s_buffer_or_the_drivers_shared_memory():
+    at0 = {"l1d": 222208, "shared_buffer_bytes": 16384}
+    # H100: a 16 KiB buffer + 1 KiB reserved gets the 32 KiB step; the bound is 42 KiB
+    assert bw.partition_bound_bytes(at0, reserved_bytes=1024, shared_per_sm=233472) == 43008
+    assert bw.partition_bound_bytes({"l1d": 1}, reserved_bytes=1024, shared_per_sm=233472) == (
+        233472
+    )
+
+
+def test_a_capacity_series_that_never_falls_gives_a_lower_bound(tmp_path):
+    # stage 1's L1 read half the true size and the series stops at 1.25 of it: every footprint
+    # fits, so the L1 is at least the largest
+    series = {**CAPACITY, "stop_fraction": 1.25}
+    data = _run("unseen_bandwidth_a", _stage1(tmp_path, 49152), l1_capacity=series)
+    q = analyse(data, provenance={"device": "a"})["elements"]["l1d"]["size_bytes"]
+    largest = data[data["level"] == bw.CAPACITY]["footprint_bytes_per_sm"].max()
+    assert q["value"] is None and q["lower_bound"] == largest
+    assert "at least" in q["undetermined"]

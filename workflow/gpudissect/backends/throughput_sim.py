@@ -45,7 +45,7 @@ def throughput_facts(backend: SimBackend, query: ThroughputFactsQuery, **_: obje
         max_ctas_per_sm=t.max_ctas_per_sm if t else 8,
         shared_bytes_per_sm=s.size_bytes if s and t else None,
         shared_bytes_per_cta=s.size_bytes if s and t else None,
-        shared_reserved_bytes_per_cta=0,
+        shared_reserved_bytes_per_cta=p.carveout.block_reserved_bytes if p.carveout else 0,
         shared_peak_bytes_per_cycle_per_sm=float(peak) if peak and t else None,
         dram_theoretical_gbps=float(t.dram_peak_gbps) if t else None,
         l2_bytes=l2.size_bytes if l2 is not None else 0,

@@ -44,7 +44,7 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 
-from ..config import DeviceEntry
+from ..config import AUTO, DeviceEntry
 from ..contract.backend import Backend
 from ..exceptions import ConfigError
 from .shared_throughput import ThroughputFactsQuery
@@ -140,7 +140,7 @@ class BandwidthSweep:
     repetitions: int
     carveout_pct: int
     l1_capacity_points: int = 0
-    l1_capacity_fractions: tuple[float, float] = (0.75, 1.25)
+    l1_capacity_fractions: tuple[float, float | None] = (0.875, None)  # None: auto
     l1_capacity_threads: int = 32
 
 
@@ -158,10 +158,11 @@ def parse_params(section: dict, key: str) -> BandwidthSweep:
                 "cache size below 1, so that the footprint stays in the cache"
             )
     start, stop = (section["l1_capacity"][k] for k in ("start_fraction", "stop_fraction"))
-    if not 0 < start < stop:
+    if stop != AUTO and not 0 < start < stop:
         raise ConfigError(
             f"{key}.l1_capacity: start_fraction {start} and stop_fraction {stop}; allowed: "
-            "0 < start_fraction < stop_fraction (shares of the measured L1 size)"
+            "0 < start_fraction < stop_fraction (shares of the measured L1 size), or "
+            "stop_fraction auto"
         )
     if section["dram_l2_multiple"] < 2:
         raise ConfigError(
@@ -180,7 +181,7 @@ def parse_params(section: dict, key: str) -> BandwidthSweep:
         repetitions=section["repetitions"],
         carveout_pct=section["carveout_pct"],
         l1_capacity_points=section["l1_capacity"]["points"],
-        l1_capacity_fractions=(float(start), float(stop)),
+        l1_capacity_fractions=(float(start), None if stop == AUTO else float(stop)),
         l1_capacity_threads=section["l1_capacity"]["threads_per_cta"],
     )
 
@@ -203,7 +204,21 @@ def measured_sizes(inputs: dict | None) -> dict[str, int]:
         sizes = [v.get("value") for v in values if isinstance(v.get("value"), int | float)]
         if sizes:
             out[element] = int(max(sizes))
+    buffer, carveouts = doc.get("shared_buffer_bytes"), doc.get("carveout_pct")
+    if isinstance(buffer, int) and carveouts in ([0], 0):  # the partition beside its L1
+        out["shared_buffer_bytes"] = buffer
     return out
+
+
+def partition_bound_bytes(sizes: dict[str, int], *, reserved_bytes: int, shared_per_sm: int):
+    """At most the shared partition beside stage 1's L1, so that the L1 without one is at
+    most the L1 plus this. At carveout 0 the driver grants the smallest step that holds the
+    block's buffer and reserve, and every step of compute capabilities 7.0-10.x up to 228 KB
+    is at most twice the one below it or 8 KB: 2 x (buffer + reserve) + 8 KiB bounds it.
+    Otherwise (another carveout, or none recorded) the driver's shared memory per SM."""
+    if "shared_buffer_bytes" in sizes:
+        return 2 * (sizes["shared_buffer_bytes"] + reserved_bytes) + 8192
+    return shared_per_sm
 
 
 def _round_slice(nbytes: float) -> int:
@@ -226,6 +241,7 @@ def plan(
     l1_bytes: int | None,
     l2_bytes: int,
     carveout_pct: int | None,
+    l1_partition_bound_bytes: int | None = None,
 ) -> list[LevelPlan]:
     """The launches, level by level (a level whose size is unknown is left out)."""
     if sweep.threads_per_cta > min(1024, max_threads_per_sm):
@@ -260,7 +276,11 @@ def plan(
                     )
                 )
     if "l1" in sweep.levels and l1_bytes and sweep.l1_capacity_points:
-        out += _capacity_plan(sweep, sms, max_threads_per_sm, l1_bytes, carveout_pct)
+        stop = sweep.l1_capacity_fractions[1]
+        stop_bytes = l1_bytes * stop if stop else l1_bytes + (l1_partition_bound_bytes or 0)
+        if stop_bytes <= l1_bytes:
+            stop_bytes = 1.25 * l1_bytes  # no bound known: a quarter past stage 1's L1
+        out += _capacity_plan(sweep, sms, l1_bytes, stop_bytes, carveout_pct)
     return out
 
 
@@ -280,17 +300,14 @@ def _work(sweep, direction, level, ctas, slice_bytes, slices, carveout_pct) -> S
     )
 
 
-def _capacity_plan(sweep, sms, max_threads_per_sm, l1_bytes, carveout_pct) -> list[LevelPlan]:
-    """Per-SM footprints from start to stop fraction of the measured L1, one CTA of
-    `l1_capacity_threads` per SM: a stream bound by latency, so that a few accesses missing
+def _capacity_plan(sweep, sms, l1_bytes, stop_bytes, carveout_pct) -> list[LevelPlan]:
+    """Per-SM footprints from the start fraction of the measured L1 to `stop_bytes`, one CTA
+    of `l1_capacity_threads` per SM: a stream bound by latency, so that a few accesses missing
     the L1 slow it (a saturated one hides misses the L2 can absorb beside the L1's rate)."""
     per_sm = 1
     sweep = replace(sweep, threads_per_cta=sweep.l1_capacity_threads)
-    start, stop = sweep.l1_capacity_fractions
-    n = sweep.l1_capacity_points
-    sizes = sorted(
-        {_round_slice(l1_bytes * (start + (stop - start) * k / max(n - 1, 1))) for k in range(n)}
-    )
+    low, n = l1_bytes * sweep.l1_capacity_fractions[0], sweep.l1_capacity_points
+    sizes = sorted({_round_slice(low + (stop_bytes - low) * k / max(n - 1, 1)) for k in range(n)})
     return [
         LevelPlan(
             CAPACITY, "read", _work(sweep, "read", "l1", per_sm * sms, b, sms, carveout_pct), per_sm
@@ -327,6 +344,11 @@ def run(
         l1_bytes=sizes.get("l1d"),
         l2_bytes=l2_bytes,
         carveout_pct=carveout,
+        l1_partition_bound_bytes=partition_bound_bytes(
+            sizes,
+            reserved_bytes=facts.shared_reserved_bytes_per_cta or 0,
+            shared_per_sm=facts.shared_bytes_per_sm or 0,
+        ),
     )
     theoretical = facts.dram_theoretical_gbps or 0.0  # 0: the device gives none
     for i, p in enumerate(plans):
