@@ -1,9 +1,8 @@
 """Streaming read and write bandwidth of each memory level (kernels/bandwidth.cu).
 
-Each CTA streams its own slice of one buffer, over and over (reads: ``ld.global.ca`` for the
-L1 footprint, ``ld.global.cg`` for the others; writes: ``st.global``); the footprint is the
-grid's slices together, chosen per level from the device facts and the cache sizes measured
-earlier in the run:
+Each CTA streams one slice of one buffer, over and over (reads: ``ld.global.ca`` for the L1
+footprints, ``ld.global.cg`` for the others; writes: ``st.global``), chosen per level from the
+device facts and the cache sizes measured earlier in the run:
 
 - ``l1``: per SM ``l1_fraction`` of the L1 size that ``cache_stage1`` measured (its largest
   reading), one slice per SM that the SM's CTAs share (``bw_read_ca_sm`` picks it by
@@ -11,14 +10,15 @@ earlier in the run:
   only: stores write through to the L2. Without a measured L1 size the level is not run, and
   the analysis says so.
 - ``l1_capacity``: the same per-SM stream over ``l1_capacity.points`` footprints from
-  ``start_fraction`` to ``stop_fraction`` of that L1 size, one CTA of ``threads_per_cta``
+  ``start_fraction`` of that L1 size to ``stop_fraction`` (``auto``: past the shared
+  partition stage 1 kept beside it, `partition_bound_bytes`), one CTA of ``threads_per_cta``
   (default one warp) per SM, so that the stream is bound by latency and a few misses slow it:
-  the largest footprint the L1 streams at its own bandwidth is the L1 a
-  kernel without shared memory gets (the P-chase keeps its records in shared memory, so the
-  driver keeps a shared partition beside the L1 it measures).
+  the largest footprint the L1 streams at its own bandwidth is the L1 a kernel without shared
+  memory gets (the P-chase keeps its records in shared memory, so the driver keeps a shared
+  partition beside the L1 it measures).
 - ``l2``: ``l2_fraction`` of the L2 size (``cache_stage1``'s, else the driver's) over the
-  whole grid, reads and writes.
-- ``dram``: ``dram_l2_multiple`` times the L2 size, reads and writes.
+  whole grid, each CTA its own slice; reads and writes.
+- ``dram``: ``dram_l2_multiple`` times the L2 size, the same way; reads and writes.
 
 Every level is swept over ``ctas_per_sm`` (the grid is SMs x that, one wave while it fits) at
 ``threads_per_cta``; a launch runs as many passes over its footprint as make at least
@@ -28,8 +28,9 @@ Throughput = bytes read or written / elapsed. The DRAM ceiling is the theoretica
 (memory clock x bus width x DDR factor, as ``global_throughput`` records it).
 
 The near/far split of the L2 (a footprint in the SM's own partition against one spanning
-both) needs the partition function as a sweep input; this sweep has none, and the analysis
-reports the split undetermined.
+both) is not swept: the partition function of ``l2_slices`` is solved inside one 2 MiB page,
+up to a constant the bits above the page may change, so a near-only footprint of many pages
+would need each page's constant first. The analysis reports the split undetermined.
 """
 
 from __future__ import annotations

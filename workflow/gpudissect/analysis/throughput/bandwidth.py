@@ -36,8 +36,11 @@ CAPACITY = "l1_capacity"
 # lets through a miss share of about 0.3%, a line or two of an L1 of a few thousand lines
 CAPACITY_REL = 0.02
 NEAR_FAR = (
-    "the sweep streams no footprint restricted to the SM's own L2 partition (it needs the "
-    "partition function as a sweep input), so near and far reads are not told apart"
+    "the sweep streams no footprint restricted to the SM's own L2 partition: the partition "
+    "function l2_slices finds is solved inside one 2 MiB page, up to a constant that the "
+    "address bits above the page (not probed) may change from page to page, so a near-only "
+    "footprint of many pages would need each page's constant measured first; near and far "
+    "reads are not told apart"
 )
 
 
