@@ -343,3 +343,43 @@ def test_a_capacity_series_that_never_falls_gives_a_lower_bound(tmp_path):
     largest = data[data["level"] == bw.CAPACITY]["footprint_bytes_per_sm"].max()
     assert q["value"] is None and q["lower_bound"] == largest
     assert "at least" in q["undetermined"]
+
+
+@pytest.mark.gpu
+def test_gpu_l1_without_shared_memory_is_at_least_stage_1s(cuda_backend_with):
+    """On an H100 or H200: with the committed reference stage-1 result of the same GPU model
+    as the sweep input, the L1 level reads faster than the L2's footprint, and the capacity
+    series' L1 (no shared memory) is at least stage 1's (measured beside a 16 KiB buffer) and
+    within the partition bound above it."""
+    backend = cuda_backend_with("bandwidth")
+    backend.load_handlers()
+    name = backend.device_info()["name"]
+    refs = {
+        json.loads(p.read_text())["device_info"]["name"]: p
+        for p in sorted((REPO / "results/reference").glob("*/analysis/gpu0/cache_stage1.json"))
+    }
+    if name not in refs:
+        pytest.skip(f"no reference stage-1 result for {name}")
+    stage1 = json.loads(refs[name].read_text())
+    l1 = stage1["elements"]["l1d"]["size_bytes"]["value"]
+    section = {**SECTION, "levels": ["l1", "l2"], "l1_capacity": {**CAPACITY}}
+    data = bw.run(
+        backend,
+        bw.parse_params(section, "bandwidth"),
+        device=None,
+        inputs={"cache_stage1": str(refs[name])},
+    )
+    doc = analyse(data, provenance={"device": "gpu0"})
+    l1_read = doc["elements"]["l1d"]["read_bandwidth_gbps"]["value"]
+    assert l1_read is not None and l1_read > doc["elements"]["l2"]["read_bandwidth_gbps"]["value"]
+    size = doc["elements"]["l1d"]["size_bytes"]
+    from gpudissect.experiments.shared_throughput import ThroughputFactsQuery
+
+    facts = backend.run(ThroughputFactsQuery())
+    bound = bw.partition_bound_bytes(
+        bw.measured_sizes({"cache_stage1": str(refs[name])}),
+        reserved_bytes=facts.shared_reserved_bytes_per_cta,
+        shared_per_sm=facts.shared_bytes_per_sm,
+    )
+    assert size["value"] is not None, size
+    assert l1 <= size["value"] <= l1 + bound
