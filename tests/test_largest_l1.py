@@ -125,3 +125,26 @@ def test_bandwidths_reach_the_topology_and_mt4g_fields(tmp_path):
     # MT4G's H100 form has no L1 bandwidth field: it stays in this project's names
     unmapped = mt4g["gpudissect"]["quantities_without_mt4g_field"]
     assert unmapped["l1d"]["read_bandwidth_gibps"]["value"] == 30000.0
+
+
+def test_the_topology_table_names_the_shared_memory_beside_the_l1(tmp_path):
+    from gpudissect.report.topology_table import topology_table
+
+    stage1 = _doc(
+        tmp_path,
+        "cache_stage1",
+        {"l1d": {"size_bytes": _q(217 * KIB)}},
+        carveout_pct=[0],
+        shared_buffer_bytes=16384,
+    )
+    table = topology_table(build_topology("d", [stage1], REGISTRY))
+    assert table.rows[0][1] == "217 KiB @0% beside 16 KiB shared"
+    assert "beside X shared" in table.notes[0]
+    none = _doc(tmp_path, "bandwidth", {"l1d": {"size_bytes": _q(240 * KIB)}}, carveout_pct=0)
+    with open(none) as f:
+        doc = json.load(f)
+    doc["shared_buffer_bytes"] = 0
+    with open(none, "w") as f:
+        json.dump(doc, f)
+    table = topology_table(build_topology("d", [stage1, none], REGISTRY))
+    assert table.rows[0][1] == "240 KiB @0%, no shared"

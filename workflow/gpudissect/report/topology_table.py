@@ -70,6 +70,9 @@ def _cell(element, quantity, entry, paper_values) -> str:
         measured = f"> {fmt_bytes(float(entry['lower_bound']))}"
     if entry and entry.get("carveout_pct") is not None and quantity == "size_bytes":
         measured += f" @{entry['carveout_pct']}%"
+        buffer = entry.get("shared_buffer_bytes")
+        if buffer is not None:  # the shared memory its kernel kept beside the L1
+            measured += f" beside {fmt_bytes(float(buffer))} shared" if buffer else ", no shared"
     if entry and entry.get("timing") == "raw" and entry.get("value") is not None:
         calibrated = entry.get("calibrated_value")
         measured += " raw / " + (
@@ -134,6 +137,11 @@ def _legend(rows: list[tuple[str, ...]]) -> str:
     marks = []
     if any(re.search(r" @\d+%", c) for c in cells):
         marks.append("@N%: the L1/shared carveout the size was measured at")
+    if any(" shared" in c and re.search(r" @\d+%", c) for c in cells):
+        marks.append(
+            "beside X shared / no shared: the shared memory the measuring kernel kept beside "
+            "the L1 (the L1 size is the largest a kernel gets: the smallest partition measured)"
+        )
     if any("(driver" in c for c in cells):
         marks.append("(driver ...): what the driver reports")
     if any(c == "-" or c.startswith("- ") for c in cells):
