@@ -480,6 +480,7 @@ TOPOLOGY_EXPERIMENTS = (
     "l2",
     "bank_conflicts",
     "timing_overhead",
+    "bandwidth",  # the L1 a kernel without shared memory gets heads the topology's L1 size
 )
 STRUCTURE_EXPERIMENTS = ("l1_sets", "l2_slices", "tlbs", "tlb_mappings", "l1_size")
 TWIN_EXPERIMENTS = TOPOLOGY_EXPERIMENTS + STRUCTURE_EXPERIMENTS

@@ -83,7 +83,7 @@ SCHEMA = pa.schema(
         pa.field("memory_clock_mhz", pa.float32()),
         pa.field("carveout_pct", pa.int16()),  # -1: the backend sets no carveout
         # device facts and sizes the footprints came from
-        pa.field("theoretical_gbps", pa.float64()),  # DRAM: clock x bus x DDR factor; 0: none
+        pa.field("theoretical_gbps", pa.float64()),  # DRAM: clock x bus width x DDR factor
         pa.field("l1_bytes", pa.int64()),  # 0: no L1 size measured
         pa.field("l2_bytes", pa.int64()),
         pa.field("l2_bytes_source", pa.string()),  # cache_stage1 | driver
@@ -328,6 +328,9 @@ def run(
     """Run the sweep; one row per timed launch."""
     facts = backend.run(ThroughputFactsQuery())
     frames = [pd.DataFrame({f.name: pd.Series(dtype=f.type.to_pandas_dtype()) for f in SCHEMA})]
+    if facts.dram_theoretical_gbps is None:  # a simulated device without a throughput block
+        log.info("the device has no throughput description; nothing to run")
+        return pd.concat(frames, ignore_index=True)
     sizes = measured_sizes(inputs)
     l2_bytes, l2_source = (
         (sizes["l2"], "cache_stage1")
@@ -351,7 +354,7 @@ def run(
             shared_per_sm=facts.shared_bytes_per_sm or 0,
         ),
     )
-    theoretical = facts.dram_theoretical_gbps or 0.0  # 0: the device gives none
+    theoretical = facts.dram_theoretical_gbps
     for i, p in enumerate(plans):
         w = p.work
         t = backend.run(w, seed=i)

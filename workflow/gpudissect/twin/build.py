@@ -26,6 +26,7 @@ from .blocks import (
 )
 from .carveout import carveout_block
 from .reading import TopologyReader, round_int
+from .throughput import throughput_block
 
 L1_LEVEL = ("l1d", "texture", "readonly")
 PATH_OF = {"l1d": "ca", "texture": "tex", "readonly": "nc"}
@@ -45,6 +46,9 @@ MODELLED = frozenset(
     | {("shared", q) for q in ("hit_latency_cycles", "conflict_latency_cycles")}
     | {("requests", q) for q in ("kind", "entries", "merge_capacity", "per_warp_limit")}
     | {("page_table", q) for q in ("page_table_window_bytes", "window_switch_penalty_cycles")}
+    # the streaming servers of the throughput block (DRAM writes share the reads' server)
+    | {(e, f"read_bandwidth_{u}") for e in ("l1d", "l2", "dram") for u in ("gbps", "gibps")}
+    | {("l2", f"write_bandwidth_{u}") for u in ("gbps", "gibps")}
 )
 
 
@@ -407,6 +411,10 @@ def twin_profile(topology: dict[str, Any], *, name: str, base: str | None = None
         ("requests", requests_block(b)),
         ("timing", timing_block(b)),
         ("l2_slices", l2_slices_block(b, sms=profile["sms"])),
+        (
+            "throughput",
+            throughput_block(b, sms=profile["sms"], sm_mhz=profile["clocks"]["sm_mhz"]),
+        ),
     ):
         if block is not None:
             profile[key] = block
