@@ -383,3 +383,19 @@ def test_gpu_l1_without_shared_memory_is_at_least_stage_1s(cuda_backend_with):
     )
     assert size["value"] is not None, size
     assert l1 <= size["value"] <= l1 + bound
+
+
+def test_a_device_without_a_throughput_description_runs_nothing_and_says_so(tmp_path):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from gpudissect.families import family
+
+    data = _run("tiny_profile", _stage1(tmp_path, 4096))
+    assert data.empty and list(data.columns) == bw.SCHEMA.names
+    doc = analyse(data, provenance={"device": "tiny"})
+    assert "no launch" in doc["elements"]["l2"]["read_bandwidth_gibps"]["undetermined"]
+    figures = family("bandwidth").plot(data, doc, table=figure_table(data, doc))
+    assert set(figures) == set(family("bandwidth").figures)
+    text = "\n".join(family("bandwidth").report_section(doc, []))
+    assert "undetermined: the sweep ran no launch" in text
