@@ -73,7 +73,7 @@ def test_stage1_auto_finds_the_explicit_sizes_and_lines(stage1, name):
     auto, auto_data = stage1[name]["auto"]
     found = 0
     for element, q in explicit["elements"].items():
-        for key in ("size_bytes", "line_bytes", "sector_bytes"):
+        for key in ("size_bytes", "line_bytes", "fetch_granularity_bytes"):
             assert _value(auto["elements"], element, key) == q[key].get("value"), (element, key)
             found += q[key].get("value") is not None
     # the twins' L1-family, constant and L2 sizes and lines were all determined

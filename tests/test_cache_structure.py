@@ -268,9 +268,10 @@ def test_unseen_random_sectored_l1_granule_cold_line_by_capacity():
     data, doc = _stage1("tests/data/unseen_d.yaml", _only("ca"))
     l1 = doc["elements"]["l1d"]
     assert l1["size_bytes"]["value"] == 49152
-    assert l1["sector_bytes"]["value"] == 32
-    assert l1["sector_bytes"]["method"].startswith("cold walk")
+    assert l1["fetch_granularity_bytes"]["value"] == 32
+    assert "cold walk" in l1["fetch_granularity_bytes"]["method"]
     assert l1["line_bytes"]["value"] == 128
+    assert l1["sector_bytes"]["value"] == 32  # 128-B lines filled from the L2 in 32-B parts
     # the granule needed no warm walk; the line search ran 4 overflowing walks, one that fits
     # and its check, each one launch (walks of at most 1344 elements, 4096 timed loads)
     launches = data.groupby("phase")["point"].nunique()
@@ -294,9 +295,44 @@ def test_a_level_the_copy_filled_gets_its_granule_from_the_warm_walk(monkeypatch
     l2 = doc["elements"]["l2"]  # 256 KiB, 32-byte lines, 16 ways, LRU
     assert set(data["phase"]) >= {"granule_cold", "granule"}
     assert l2["size_bytes"]["value"] == 262144
-    assert l2["sector_bytes"]["value"] == 32
-    assert "the cold walk saw no misses" in l2["sector_bytes"]["method"]
+    assert l2["fetch_granularity_bytes"]["value"] == 32
+    assert "the cold walk saw no misses" in l2["fetch_granularity_bytes"]["method"]
     assert l2["line_bytes"]["value"] == 32
+    # a miss fills the whole 32-B line: no sector shows
+    assert l2["sector_bytes"]["value"] is None
+    assert "fills the whole 32-B line" in l2["sector_bytes"]["undetermined"]
+
+
+def test_unseen_sector_apart_from_the_fetch_granularity():
+    # tests/data/unseen_sectors.yaml: an L1 of 256-B lines in 64-B sectors filled from the L2, a
+    # texture cache of whole 64-B lines, an L2 of 128-B lines in 32-B sectors filled from DRAM.
+    # The simulator fills one sector per miss (its sector is its fetch granule: it cannot hold
+    # a 32-B sector filled 64 B at a time), so every fetch granularity is the profile's sector
+    # or line; the sector shows only on the L1, whose fills come from a cache
+    _, doc = _stage1("tests/data/unseen_sectors.yaml", _only("ca", "tex", l2=True))
+    el = doc["elements"]
+    assert el["l1d"]["size_bytes"]["value"] == 32768
+    assert el["l1d"]["line_bytes"]["value"] == 256
+    assert el["l1d"]["fetch_granularity_bytes"]["value"] == 64
+    assert el["l1d"]["sector_bytes"]["value"] == 64
+    assert "4 parts of 64 B" in el["l1d"]["sector_bytes"]["evidence"]
+    assert el["texture"]["line_bytes"]["value"] == 64
+    assert el["texture"]["fetch_granularity_bytes"]["value"] == 64
+    assert el["texture"]["sector_bytes"]["value"] is None
+    assert "fills the whole 64-B line" in el["texture"]["sector_bytes"]["undetermined"]
+    assert el["l2"]["line_bytes"]["value"] == 128
+    assert el["l2"]["fetch_granularity_bytes"]["value"] == 32
+    assert el["l2"]["sector_bytes"]["value"] is None
+    assert "from DRAM" in el["l2"]["sector_bytes"]["undetermined"]
+    assert "at most 32 B" in el["l2"]["sector_bytes"]["undetermined"]
+    # the report's stage-1 table shows both, the sector's reason beneath it
+    from gpudissect.report.sections_caches import stage1_section
+
+    text = "\n".join(stage1_section(doc, []))
+    assert "| first-miss size | fetch granularity | sector | line |" in text
+    assert "| ca | 1 | l1d | 32 KiB | 64 B | 64 B | 256 B |" in text
+    assert "| cg | 1 | l2 | " in text and "| 32 B | undetermined | 128 B |" in text
+    assert "`cg` level 1 sector_bytes: a miss fills 32 B of the 128-B line from DRAM" in text
 
 
 def test_report_shows_paper_column_only_for_paper_gpus(gtx560ti, unseen_a):
@@ -313,7 +349,7 @@ def test_report_shows_paper_column_only_for_paper_gpus(gtx560ti, unseen_a):
 @pytest.mark.gpu
 def test_gpu_stage1_l1_sane(tmp_path, nvcc):
     """On the GPU: stage 1 on the ca path finds an L1 at the lowest latency level with a
-    power-of-two sector of 32-128 bytes and a line of at least the sector; every load followed
+    power-of-two fetch granularity of 32-128 bytes and a line of at least that; every load followed
     the chain (the recorder checks the returned indices against the chain and raises
     otherwise)."""
     from gpudissect.backends.cuda import CudaBackend
@@ -338,7 +374,9 @@ def test_gpu_stage1_l1_sane(tmp_path, nvcc):
     lv = doc["paths"]["ca"]["levels"][0]
     assert set(data["carveout_pct"]) == {0}
     assert 16384 <= (lv["size_bytes"]["value"] or 0) <= 262144
-    assert lv["sector_bytes"]["value"] in (32, 64, 128)
+    fetch = lv["fetch_granularity_bytes"]["value"]
+    assert fetch in (32, 64, 128)
     line = lv["line_bytes"]["value"]  # the H100: 128 (32-byte sectors)
-    assert line in (32, 64, 128, 256) and line >= lv["sector_bytes"]["value"]
+    assert line in (32, 64, 128, 256) and line >= fetch
+    assert lv["sector_bytes"]["value"] in (fetch, None)
     assert 10 < lv["hit_latency_cycles"]["value"] < 200

@@ -88,6 +88,22 @@ def test_a_cache_shared_by_load_paths_is_one_cache_with_its_path_latencies():
     assert profile["caches"]["l1d"]["path_latency_cycles"] == {"tex": tex}
 
 
+@pytest.mark.parametrize("gpu", REFERENCES)
+def test_a_cache_without_a_measured_sector_gets_its_fetch_granularity_and_says_so(gpu):
+    topo = _topology(gpu)
+    el = topo["elements"]
+    l2 = twin_profile(topo, name="t").profile["caches"]["l2"]
+    assert el["l2"]["sector_bytes"]["value"] is None  # filled from DRAM: undetermined
+    assert l2["sector_bytes"] == el["l2"]["fetch_granularity_bytes"]["value"]
+    cite = l2["cite"]["sector_bytes"]
+    assert cite.startswith("measured: l2.fetch_granularity_bytes = ")
+    assert "the sector is undetermined" in cite and "stands in" in cite
+    # a measured sector is cited as itself
+    l1 = twin_profile(topo, name="t").profile["caches"]["l1d"]
+    assert l1["sector_bytes"] == el["l1d"]["sector_bytes"]["value"]
+    assert l1["cite"]["sector_bytes"].startswith("measured: l1d.sector_bytes = ")
+
+
 def test_a_topology_without_an_l2_size_is_refused_naming_the_key():
     topo = copy.deepcopy(_topology("h100"))
     topo["elements"]["l2"]["size_bytes"] = {"value": None, "undetermined": "x"}

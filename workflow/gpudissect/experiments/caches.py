@@ -109,7 +109,7 @@ class Target:
     element: str
     size_bytes: int
     line_bytes: int
-    sector_bytes: int
+    fetch_granularity_bytes: int  # what one miss fills: the line where stage 1 found none
 
 
 def targets(stage1: dict) -> list[Target]:
@@ -118,10 +118,10 @@ def targets(stage1: dict) -> list[Target]:
     for path, entry in stage1.get("paths", {}).items():
         for lv in entry.get("levels", []):
             c, b = lv["size_bytes"].get("value"), lv["line_bytes"].get("value")
-            g = lv["sector_bytes"].get("value")
+            g = (lv.get("fetch_granularity_bytes") or {}).get("value")
             if lv.get("served_by") or c is None or b is None:
                 continue
-            out.append(Target(path, int(lv["level"]), lv["element"], int(c), int(b), int(g)))
+            out.append(Target(path, int(lv["level"]), lv["element"], int(c), int(b), int(g or b)))
     return out
 
 
@@ -138,13 +138,13 @@ def pattern_a(lines: list[int], line_bytes: int) -> list[int]:
     return [line * line_bytes // 4 for line in lines]
 
 
-def pattern_b(lines: list[int], line_bytes: int, sector_bytes: int) -> list[int]:
+def pattern_b(lines: list[int], line_bytes: int, fetch_granularity_bytes: int) -> list[int]:
     """Elements of a walk over the same lines in a fixed pseudo-random order: up to 8 elements
-    of each line, spread over its first sector (a sectored line must not miss on another
-    sector), shuffled with a fixed seed. Reuse distances vary, so LRU, FIFO and tree-PLRU
-    predict different misses, and a random policy matches none."""
-    per_line = max(1, min(8, sector_bytes // 4))
-    gap = sector_bytes // per_line // 4
+    of each line, spread over the part of it that its first miss fills (a sectored line must
+    not miss on another sector), shuffled with a fixed seed. Reuse distances vary, so LRU, FIFO
+    and tree-PLRU predict different misses, and a random policy matches none."""
+    per_line = max(1, min(8, fetch_granularity_bytes // 4))
+    gap = fetch_granularity_bytes // per_line // 4
     elements = [line * line_bytes // 4 + e * gap for line in lines for e in range(per_line)]
     order = np.random.default_rng(20170101).permutation(len(elements))
     return [elements[i] for i in order]
@@ -249,7 +249,7 @@ def _dissect(rec: ChaseRecorder, params: CachesParams, t: Target, max_k: int, ma
             columns=_columns(t, "policy_a", -1, span * 4, b),
             start_index=a[0],
         )
-    pb = pattern_b(lines, b, t.sector_bytes)
+    pb = pattern_b(lines, b, t.fetch_granularity_bytes)
     rec.chase(
         path=t.path,
         chain=cycle_chain(pb, array_elements=span),

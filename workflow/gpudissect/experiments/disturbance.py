@@ -85,7 +85,7 @@ def stage1_targets(source: str | None, paths: Iterable[str]) -> tuple[dict, dict
         stride = next(
             (
                 (lv.get(k) or {}).get("value")
-                for k in ("line_bytes", "sector_bytes")
+                for k in ("line_bytes", "fetch_granularity_bytes")
                 if (lv.get(k) or {}).get("value")
             ),
             lv.get("size_search_stride_bytes"),

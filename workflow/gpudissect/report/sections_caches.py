@@ -15,6 +15,7 @@ PAPER_FILE = paper_file("tpds_table5.yaml")
 QUANTITIES = (
     ("size_bytes", "size"),
     ("line_bytes", "line"),
+    ("fetch_granularity_bytes", "fetch granularity"),
     ("sector_bytes", "sector"),
     ("sets", "sets"),
     ("ways_per_set", "ways per set"),
@@ -63,12 +64,16 @@ def _cell(key: str, q: dict | None) -> str:
 
 
 def stage1_section(doc: dict[str, Any], figures: list[str]) -> list[str]:
-    lines = ["### Cache stage 1: size, line, sector and latencies per load path", ""]
+    lines = [
+        "### Cache stage 1: size, fetch granularity, sector, line and latencies per load path",
+        "",
+    ]
     if doc.get("carveout_pct"):
         lines += [f"Measured at L1/shared carveout {doc['carveout_pct']}%.", ""]
     lines += [
-        "| path | level | element | first-miss size | sector | line | hit | miss | penalty |",
-        "| --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+        "| path | level | element | first-miss size | fetch granularity | sector | line | hit | "
+        "miss | penalty |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
     ]
     notes = []
     for path, entry in doc["paths"].items():
@@ -88,6 +93,7 @@ def stage1_section(doc: dict[str, Any], figures: list[str]) -> list[str]:
                 _cell(k, lv.get(k))
                 for k in (
                     "size_bytes",
+                    "fetch_granularity_bytes",
                     "sector_bytes",
                     "line_bytes",
                     "hit_latency_cycles",
@@ -98,7 +104,7 @@ def stage1_section(doc: dict[str, Any], figures: list[str]) -> list[str]:
             lines.append(
                 f"| {path} | {lv['level']} | {lv['element']} | " + " | ".join(cells) + " |"
             )
-            for k in ("size_bytes", "line_bytes", "sector_bytes"):
+            for k in ("size_bytes", "line_bytes", "fetch_granularity_bytes", "sector_bytes"):
                 q = lv.get(k, {})
                 if q.get("value") is None and q.get("undetermined"):
                     notes.append(f"- `{path}` level {lv['level']} {k}: {q['undetermined']}")
@@ -107,6 +113,12 @@ def stage1_section(doc: dict[str, Any], figures: list[str]) -> list[str]:
         "stride. For the L2 of a GPU with near and far partitions this is the near partition "
         "only; the L2 size of the summary is the footprint sweep's (`l2`), where latency "
         "reaches DRAM."
+    )
+    notes.append(
+        "- Fetch granularity: the bytes one miss brings in (MT4G's name). Sector: the part of a "
+        "line filled on its own, shown where a longer line fills in such parts from a cache "
+        "behind it; where a miss fills from DRAM, one fill may hold several sectors, which "
+        "loads cannot tell apart."
     )
     lines += ["", *notes, "", f"Naming rule: {doc.get('naming_rule')}.", ""]
     return lines
@@ -151,7 +163,12 @@ def caches_section(doc: dict[str, Any], figures: list[str]) -> list[str]:
                 row.append(_paper_cell(key, paper.get(name, {})))
             row.append(_cell(key, q))
             lines.append("| " + " | ".join(row) + " |")
-            if q.get("value") is None and key in ("sets", "set_index_bits", "policy"):
+            if q.get("value") is None and key in (
+                "sector_bytes",
+                "sets",
+                "set_index_bits",
+                "policy",
+            ):
                 reasons.append(f"- {name} {label}: {unset(q)}")
     lines += ["", *dict.fromkeys(reasons), ""]
     if paper:

@@ -5,7 +5,8 @@ What maps (MT4G's names read from the JSON files it writes, e.g. its H100 sample
 `general` (name, vendor, computeCapability, clockRate), `compute` (multiProcessorCount,
 maxThreadsPerMultiProcessor), and under `memory` the elements `l1`, `texture`, `readOnly`,
 `constant.l1`, `constant.l1.5`, `l2`, `shared`, `main`, each with `size`, `lineSize`,
-`fetchGranularity` (our sector), `latency` (`p50`: our latencies are medians), `missPenalty`,
+`fetchGranularity` (our `fetch_granularity_bytes`: the bytes one miss brings in; our
+`sector_bytes` has no MT4G field), `latency` (`p50`: our latencies are medians), `missPenalty`,
 `amountPerMultiprocessor`, `sharedWith`, for the L2 `segmentSize` (the near partition), and for
 the L2 and `main` `readBandwidth` / `writeBandwidth` (GiB/s, the `bandwidth` experiment's).
 A measured quantity keeps its confidence and method. Everything else - quantities MT4G has no
@@ -35,7 +36,11 @@ SHARED_WITH_NAMES = {
     "constant_l15": "Constant L1.5",
     "l2": "L2",
 }
-_SIZED = {"size_bytes": "size", "line_bytes": "lineSize", "sector_bytes": "fetchGranularity"}
+_SIZED = {
+    "size_bytes": "size",
+    "line_bytes": "lineSize",
+    "fetch_granularity_bytes": "fetchGranularity",
+}
 # MT4G's L2 and main-memory bandwidths are GiB/s (its H100 sample: memory.l2.readBandwidth)
 _BANDWIDTH = {"read_bandwidth_gibps": "readBandwidth", "write_bandwidth_gibps": "writeBandwidth"}
 

@@ -116,6 +116,21 @@ def _calibrated(b: TopologyReader, element: str, quantity: str) -> tuple[float, 
     return float(entry["value"]), f"{b.cite(element, quantity)} (raw timed window: no calibration)"
 
 
+def _sector(b, element: str) -> tuple[int | None, str]:
+    """The sector the cache field gets: the measured one, else the fetch granularity (what one
+    miss fills: Accel-Sim fills one sector per miss), with a note saying which."""
+    sector = b.value(element, "sector_bytes")
+    if sector:
+        return sector, b.cite(element, "sector_bytes")
+    fetch = b.value(element, "fetch_granularity_bytes")
+    if not fetch:
+        return None, "sector and fetch granularity undetermined: not sectored (N)"
+    return fetch, (
+        "sector undetermined; " + b.cite(element, "fetch_granularity_bytes") + " stands in "
+        f"(Accel-Sim fills one sector per miss; its sectored caches take {SECTOR_BYTES}-B sectors)"
+    )
+
+
 def _mshr(c: _Config, default: str) -> tuple[str, str]:
     entries, merge = c.b.value("requests", "entries"), c.b.value("requests", "merge_capacity")
     if c.b.value("requests", "kind") == "mshr" and entries and merge:
@@ -142,11 +157,9 @@ def _cache_line(
         c.leave(option, f"{lines} lines do not divide into {ways} ways x {slices} slices")
         return
     sets = lines // (ways * slices)
-    sector = b.value(element, "sector_bytes")
+    sector, sector_note = _sector(b, element)
     kind = "S" if sector == SECTOR_BYTES and line == 4 * SECTOR_BYTES else "N"
-    notes.append(
-        b.cite(element, "sector_bytes") if sector else "sector undetermined: not sectored (N)"
-    )
+    notes.append(sector_note)
     mshr, mshr_note = _mshr(c, "A:256:8" if element != "constant_l1" else "S:2:64")
     wr, queues = unmeasured
     value = f"{kind}:{sets}:{line}:{ways},{rep}:{wr},{mshr},{queues}"

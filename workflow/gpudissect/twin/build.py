@@ -36,6 +36,7 @@ CACHES = ("l1d", "texture", "readonly", "constant_l1", "constant_l15", "l2")
 # simulator (e.g. the L2's near and far partitions)
 MODELLED = frozenset(
     {(c, q) for c in CACHES for q in ("size_bytes", "line_bytes", "sector_bytes", "sets")}
+    | {(c, "fetch_granularity_bytes") for c in CACHES}
     | {(c, q) for c in CACHES for q in ("ways_per_set", "set_index_bits", "policy")}
     | {(c, q) for c in CACHES for q in ("hit_latency_cycles", "instances_per_sm", "shared_with")}
     | {(c, q) for c in CACHES for q in ("miss_latency_cycles", "miss_penalty_cycles")}
@@ -58,6 +59,24 @@ class Twin:
 
     profile: dict[str, Any]
     assumed: list[tuple[str, str]] = field(default_factory=list)  # (dotted key, reason)
+
+
+def _sector(b: TopologyReader, element: str) -> tuple[Any, str]:
+    """The profile's sector (the simulator fills one per miss): the measured sector, else the
+    fetch granularity, cited as standing in for it."""
+    sector = b.value(element, "sector_bytes")
+    if sector:
+        return sector, b.cite(element, "sector_bytes")
+    fetch = b.value(element, "fetch_granularity_bytes")
+    if not fetch:
+        return None, ""
+    why = (b.elements.get(element, {}).get("sector_bytes") or {}).get("undetermined")
+    return fetch, (
+        b.cite(element, "fetch_granularity_bytes")
+        + "; the sector is undetermined"
+        + (f" ({why})" if why else "")
+        + ": the fetch granularity stands in, as the simulator fills one sector per miss"
+    )
 
 
 def _pow2_floor(n: int) -> int:
@@ -138,10 +157,10 @@ def _cache(b: TopologyReader, element: str, fallback_line: int) -> dict[str, Any
     out: dict[str, Any] = {"size_bytes": lines * line, "line_bytes": line}
     if lines * line != size:
         cite["size_bytes"] += f"; rounded down to whole {line}-B lines"
-    sector = b.value(element, "sector_bytes")
+    sector, sector_cite = _sector(b, element)
     if sector and sector <= line and line % sector == 0 and line // sector <= 32:
         out["sector_bytes"] = int(sector)
-        cite["sector_bytes"] = b.cite(element, "sector_bytes")
+        cite["sector_bytes"] = sector_cite
     ways = b.value(element, "ways_per_set")
     sets_measured = b.value(element, "sets")
     if ways and sum(ways) == lines:

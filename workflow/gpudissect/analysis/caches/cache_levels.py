@@ -1,6 +1,6 @@
 """Stage 1 of the two-stage fine-grained P-chase (Mei & Chu, TPDS Sec. 4.2, Fig. 6; NPC 2014
-Sec. 3): the size C, the miss granule (sector), the line size b and the hit and miss latencies of
-one cache level on one load path. Sees only traces.
+Sec. 3): the size C, the miss granule (MT4G's fetch granularity), the sector, the line size b and
+the hit and miss latencies of one cache level on one load path. Sees only traces.
 
 The rules, each applied to per-access latencies:
 
@@ -24,6 +24,11 @@ The rules, each applied to per-access latencies:
   falling at s = b. Walks of 7/8 C / P elements at strides 2P and 3P/2 (then 5P/2) for P = g,
   2g, ...: b is the smallest P at which one of them fits; on a cache without sectors b = g, on a
   sectored one (Hopper L1: 128 B lines, 32 B sectors) b > g.
+- **Sector, apart from the fetch granularity** (`sector_quantity`): loads see only what one miss
+  fills (g). Where a line of b > g bytes is filled g bytes at a time from a cache behind it (the
+  L1s over the L2), the line holds b / g sectors of g bytes. Where the misses go to DRAM (the L2)
+  one fill may bring several sectors, and where g = b the line fills whole: the sector is
+  undetermined there (at most g).
 - **Latencies**: the hit latency is the median of the accesses of the arrays that fit; the miss
   latency the median of the accesses classified as misses at the larger arrays; the miss
   penalty their difference.
@@ -110,6 +115,14 @@ _GRANULE_RULE = (
     "or all but as many as the level's timing-outlier rate explains (binomial tests at "
     f"p >= {GRANULE_ALPHA:g})"
 )
+FETCH_METHOD = "the bytes one miss brings in (MT4G's fetch granularity), by a "
+# the elements whose misses go to DRAM: the last cache before it
+FILLED_FROM_DRAM = frozenset({"l2"})
+SECTOR_METHOD = (
+    "the part of a line filled on its own: a miss fills one fetch granule g of a longer line b "
+    "(capacity against stride) from the next cache, where the data hit, so the line holds "
+    "b / g sectors of g bytes; loads resolve no smaller part"
+)
 GRANULE_METHOD = {
     COLD_PHASE: (
         "cold walk at stride 4 bytes (TPDS step 2, from an empty cache): " + _GRANULE_RULE
@@ -134,7 +147,11 @@ def _element(path: str, level: int) -> str:
 
 
 def analyse_level(
-    df: pd.DataFrame, *, path: str = "", max_line_bytes: int = DEFAULT_MAX_LINE_BYTES
+    df: pd.DataFrame,
+    *,
+    path: str = "",
+    level: int = 1,
+    max_line_bytes: int = DEFAULT_MAX_LINE_BYTES,
 ) -> dict:
     """Quantities of one (path, level) from its rows (phases size, granule_cold, granule, line,
     line_check); `max_line_bytes`: the largest candidate line the sweep tried."""
@@ -145,6 +162,7 @@ def analyse_level(
     out: dict = {"size_search_stride_bytes": stride}
     names = (
         "size_bytes",
+        "fetch_granularity_bytes",
         "sector_bytes",
         "line_bytes",
         "hit_latency_cycles",
@@ -219,14 +237,14 @@ def analyse_level(
         )
     g, phase = level_granule(df, finding.classifier)
     if g.granule_bytes is None:
-        out["sector_bytes"] = undetermined(g.reason)
+        out["fetch_granularity_bytes"] = undetermined(g.reason)
     else:
         arrays = sorted(df[df["phase"] == phase]["array_bytes"].unique().tolist())
-        out["sector_bytes"] = quantity(
+        out["fetch_granularity_bytes"] = quantity(
             g.granule_bytes,
             unit="bytes",
             confidence=1.0 - g.off_granule / g.misses,
-            method=GRANULE_METHOD[phase],
+            method=FETCH_METHOD + GRANULE_METHOD[phase],
             evidence=(
                 f"{g.misses} misses at arrays of {arrays} B; {g.misses - g.off_granule} on "
                 f"multiples of {g.granule_bytes} B, {g.odd_multiples} on odd multiples; "
@@ -242,7 +260,46 @@ def analyse_level(
         path=path,
         max_line_bytes=max_line_bytes,
     )
+    out["sector_bytes"] = sector_quantity(
+        out["fetch_granularity_bytes"], out["line_bytes"], element=_element(path, level)
+    )
     return out
+
+
+def sector_quantity(fetch: dict, line: dict, *, element: str) -> dict:
+    """The sector (the part of a line that is valid on its own) from the fetch granularity g
+    and the line b of one level: loads see only what one miss fills, so a sector shows where a
+    line of b > g bytes is filled in g-byte parts from a cache behind it; where the misses go to
+    DRAM (the L2) a fill may hold several sectors, and where g = b the line fills whole."""
+    from ..common.result import quantity, undetermined
+
+    g, b = fetch.get("value"), line.get("value")
+    if g is None:
+        return undetermined(f"no fetch granularity: {fetch.get('undetermined')}")
+    if b is None:
+        return undetermined(
+            f"the line is undetermined, so whether a line fills in {g}-B parts is not known "
+            f"(a sector is at most the {g}-B fetch granularity)"
+        )
+    if g >= b:
+        return undetermined(
+            f"a miss fills the whole {b}-B line (fetch granularity {g} B): the loads see no "
+            "part of a line filled on its own, so the line is one sector or its sectors are "
+            "always filled together"
+        )
+    if element in FILLED_FROM_DRAM:
+        return undetermined(
+            f"a miss fills {g} B of the {b}-B line from DRAM: the line is sectored, but one "
+            f"fill may bring several sectors at once (a DRAM access of {g} B), which loads "
+            f"cannot tell apart: the sector divides {g} B (at most {g} B)"
+        )
+    return quantity(
+        int(g),
+        unit="bytes",
+        confidence=min(fetch.get("confidence", 1.0), line.get("confidence", 1.0)),
+        method=SECTOR_METHOD,
+        evidence=f"line {b} B, fetch granularity {g} B: {b // g} parts of {g} B per line",
+    )
 
 
 def _no_miss_quantities(path: str, finding: SizeFinding, stride: int | None) -> dict:
@@ -362,7 +419,10 @@ def analyse(data: pd.DataFrame, *, provenance: dict, inputs: dict | None = None)
         levels = []
         for level, df in rows.groupby("level", sort=True):
             q = analyse_level(
-                df, path=path, max_line_bytes=params.get("max_line_bytes", DEFAULT_MAX_LINE_BYTES)
+                df,
+                path=path,
+                level=int(level),
+                max_line_bytes=params.get("max_line_bytes", DEFAULT_MAX_LINE_BYTES),
             )
             levels.append({"level": int(level), "element": _element(path, int(level))} | q)
         paths[path] = {"measured": True, "levels": levels}
@@ -386,7 +446,13 @@ def analyse(data: pd.DataFrame, *, provenance: dict, inputs: dict | None = None)
             }
     for el in elements.values():
         if "note" in el:
-            for k in ("size_bytes", "line_bytes", "sector_bytes", "hit_latency_cycles"):
+            for k in (
+                "size_bytes",
+                "line_bytes",
+                "fetch_granularity_bytes",
+                "sector_bytes",
+                "hit_latency_cycles",
+            ):
                 el.setdefault(k, not_applicable(el["note"]))
     carve = sorted(set(data["carveout_pct"].astype(int))) if len(data) else []
     return {

@@ -19,6 +19,7 @@ from .level_size import Classifier
 STAGE1_KEYS = (
     "size_bytes",
     "line_bytes",
+    "fetch_granularity_bytes",
     "sector_bytes",
     "hit_latency_cycles",
     "miss_latency_cycles",
