@@ -286,6 +286,57 @@ def test_near_hits_in_two_groups_are_one_near_level():
     assert abs(l2["far_hit_latency_cycles"]["value"] / FAR_MEDIAN - 1) < 0.03
 
 
+@pytest.mark.parametrize("slow_share", [0.3, 0.7])
+def test_each_address_group_of_the_near_hits_is_reported_with_its_share(slow_share):
+    # near hits at 282 and 313 cycles by address, the slow group holding 30% or 70% of them:
+    # the headline (the median over both groups) moves with the share, each group's latency
+    # does not
+    def grouped(rng, n):
+        slow = rng.random(n) < slow_share
+        return np.where(slow, rng.normal(313, 6, n), rng.normal(282, 5, n))
+
+    def parts(m):
+        return [(1.0, grouped)] if m <= 24 else h100_parts(m)
+
+    l2 = l2_of(sweep(parts, range(8, 73, 4), seed=21))
+    fast, slow = l2["near_hit_fast_latency_cycles"], l2["near_hit_slow_latency_cycles"]
+    assert abs(fast["value"] - 282) <= 2 and abs(slow["value"] - 313) <= 2
+    assert abs(slow["share"] - slow_share) < 0.03
+    assert fast["share"] == pytest.approx(1 - slow["share"], abs=1e-3)
+    headline = l2["hit_latency_cycles"]["value"]
+    assert (headline < 297) if slow_share < 0.5 else (headline > 298)
+    assert "median over both address groups" in l2["hit_latency_cycles"]["method"]
+    # the twin's inputs stay as they were
+    assert l2["near_hit_groups"]["value"] == [fast["value"], slow["value"]]
+    assert l2["near_hit_slow_share"]["value"] == pytest.approx(slow["share"], abs=1e-3)
+
+
+def test_report_and_topology_table_show_each_address_group_with_its_share():
+    from gpudissect.report.sections import l2_section
+    from gpudissect.report.topology_table import to_markdown, topology_table
+
+    def parts(m):
+        return [(1.0, bimodal_near)] if m <= 24 else h100_parts(m)
+
+    doc = analyse(sweep(parts, range(8, 73, 4), seed=22), provenance={"device": "synthetic"})
+    l2 = doc["elements"]["l2"]
+    fast, slow = l2["near_hit_fast_latency_cycles"], l2["near_hit_slow_latency_cycles"]
+    text = "\n".join(l2_section(doc, []))
+    assert (
+        f"near hits, fast address group: **{fast['value']:g} cycles** ({fast['share']:.1%}" in text
+    )
+    assert (
+        f"near hits, slow address group: **{slow['value']:g} cycles** ({slow['share']:.1%}" in text
+    )
+    assert "the median over both address groups below" in text
+    topo = {"device": "synthetic", "elements": {"l2": l2}}
+    row = next(r for r in to_markdown(topology_table(topo)) if r.startswith("| L2 |"))
+    assert (
+        f"median of two address groups {fast['value']:.0f} ({fast['share']:.0%}) / "
+        f"{slow['value']:.0f} ({slow['share']:.0%}) raw"
+    ) in row
+
+
 def test_report_and_figure_show_the_levels_and_why_not():
     from gpudissect.plotting.l2 import plot_l2
     from gpudissect.report.sections import l2_section

@@ -169,6 +169,8 @@ def l2_section(doc: dict[str, Any], figures: list[str]) -> list[str]:
     methods: list[str] = []
     for key, label, unit_fmt in (
         ("hit_latency_cycles", "L2 hit latency (near)", _cycles),
+        ("near_hit_fast_latency_cycles", "near hits, fast address group", _cycles),
+        ("near_hit_slow_latency_cycles", "near hits, slow address group", _cycles),
         ("far_hit_latency_cycles", "L2 hit latency (far partition)", _cycles),
         ("far_share", "share of lines in the far partition", str),
         ("miss_latency_cycles", "DRAM (L2 miss) latency", _cycles),
@@ -185,6 +187,10 @@ def l2_section(doc: dict[str, Any], figures: list[str]) -> list[str]:
         if q.get("bracket_bytes"):
             lo, hi = q["bracket_bytes"]
             text += f" (in [{_mib(lo)}, {_mib(hi)}) at the sweep's resolution)"
+        if q.get("share") is not None:
+            text += f" ({q['share']:.1%} of the near hits)"
+        if key == "hit_latency_cycles" and "near_hit_slow_latency_cycles" in l2:
+            text += " (the median over both address groups below: it moves with their shares)"
         lines.append(f"- {label}: {text}, confidence {conf(q)}")
         if q["method"] not in methods:
             methods.append(q["method"])

@@ -114,9 +114,12 @@ def topology_table(
         if not quantities and element not in paper_values:
             continue
         quantities = quantities or {}
-        rows.append(
-            (name,) + tuple(_cell(element, q, quantities.get(q), paper_values) for q, _ in COLUMNS)
-        )
+        cells = [_cell(element, q, quantities.get(q), paper_values) for q, _ in COLUMNS]
+        groups = _address_groups(quantities)
+        if groups:
+            i = [q for q, _ in COLUMNS].index("hit_latency_cycles")
+            cells[i] += groups
+        rows.append((name, *cells))
     notes = []
     if paper:
         notes.append(f"[bracketed]: {paper}.")
@@ -129,6 +132,21 @@ def topology_table(
         rows=tuple(rows),
         notes=tuple(notes),
     )
+
+
+GROUPS = ("near_hit_fast_latency_cycles", "near_hit_slow_latency_cycles")
+
+
+def _address_groups(quantities: dict[str, Any]) -> str:
+    """Where the L2's near hits fall into two address groups, each group's latency with its
+    share (the headline latency is the median over both, so it moves with the shares)."""
+    got = [quantities.get(k) or {} for k in GROUPS]
+    if any(q.get("value") is None or q.get("share") is None for q in got):
+        return ""
+    calibrated = all(q.get("calibrated_value") is not None for q in got)
+    key = "calibrated_value" if calibrated else "value"
+    parts = " / ".join(f"{_fmt('_cycles', q[key])} ({q['share']:.0%})" for q in got)
+    return f"; median of two address groups {parts}" + (" calibrated" if calibrated else " raw")
 
 
 def _legend(rows: list[tuple[str, ...]]) -> str:

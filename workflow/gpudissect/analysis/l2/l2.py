@@ -32,6 +32,12 @@ PARTITION_METHOD = (
     "as Hopper's partitioned L2 (near partition, far partition, DRAM; the partition reading is "
     "this project's, TPDS Sec. 4.6 is the paper's L2 section)"
 )
+# the near plateau's median where its hits fall into two address groups
+NEAR_MEDIAN = (
+    "; the near level is the median over both address groups of the near hits "
+    "(near_hit_fast_latency_cycles, near_hit_slow_latency_cycles): it moves with the share of "
+    "lines in the slow group"
+)
 ASSUMES = (
     "assumes the last plateau is DRAM (the sweep reaches past the L2) and one L2 level between "
     "the near hits and it"
@@ -90,7 +96,9 @@ def partition_quantities(
     groups = {}
     if split:
         # the two groups themselves: a twin reproduces the near hits' spread from them
-        groups = {
+        groups = _group_latencies(
+            halves["hit_latency_cycles"]["value"], halves["far_hit_latency_cycles"]["value"], split
+        ) | {
             "near_hit_groups": quantity(
                 [halves["hit_latency_cycles"]["value"], halves["far_hit_latency_cycles"]["value"]],
                 unit="cycles",
@@ -117,7 +125,7 @@ def partition_quantities(
             lv.near.level_cycles,
             unit="cycles",
             confidence=near_c,
-            method=PARTITION_METHOD,
+            method=PARTITION_METHOD + (NEAR_MEDIAN if split else ""),
             evidence=f"first plateau (near partition) {lv.near.describe()}" + near_split,
         ),
         "far_hit_latency_cycles": quantity(
@@ -154,6 +162,23 @@ def partition_quantities(
             "what fits in one predict 2)",
         ),
     }
+
+
+def _group_latencies(fast: float, slow: float, split: dict[str, Any]) -> dict[str, Any]:
+    """Each address group's latency of the near hits, with its share of them (`share`)."""
+    out = {}
+    for name, value, share, which in (
+        ("near_hit_fast_latency_cycles", fast, 1.0 - split["value"], "fast"),
+        ("near_hit_slow_latency_cycles", slow, split["value"], "slow"),
+    ):
+        out[name] = quantity(
+            value,
+            unit="cycles",
+            confidence=split["confidence"],
+            method="median latency of the near hits in the " + which + " group: " + split["method"],
+            evidence=f"{share:.1%} of the near hits in this group: {split['evidence']}",
+        ) | {"share": round(share, 4)}
+    return out
 
 
 def _group_spread(samples, fast: float, slow: float, split: dict[str, Any]) -> dict[str, Any]:
