@@ -249,7 +249,9 @@ def test_a_cuda_device_with_twin_gets_a_sim_device_running_the_topology_experime
     assert enabled == {e for e in TWIN_EXPERIMENTS if gpu.enabled(e)}
     # the experiments config/topology_only.yaml leaves enabled, and the structure ones
     only = yaml.safe_load((REPO / "config/topology_only.yaml").read_text())["experiments"]
-    assert set(TOPOLOGY_EXPERIMENTS) == set(gpu.experiments) - set(only)
+    # `node` has no `enabled` key: the top-level key `node` runs it, on a node config alone
+    assert set(TOPOLOGY_EXPERIMENTS) == set(gpu.experiments) - set(only) - {"node"}
+    assert not twin.enabled("node")
     assert set(TWIN_EXPERIMENTS) == set(TOPOLOGY_EXPERIMENTS) | set(STRUCTURE_EXPERIMENTS)
     assert set(STRUCTURE_EXPERIMENTS) <= set(only)
     assert len(parse(_run_config()).devices) == 1
