@@ -16,7 +16,12 @@
 // shared memory during the timed loop and is copied out at the end, as in pchase.cu. The chain's
 // last value is stored to shared memory before the second clock read, so that read waits for the
 // last load, and is written out as the sink (it must equal the host's walk).
-// Load paths: ca = ld.global.ca (L1 + L2), cg = ld.global.cg (L2 only).
+// (e) on the texture path, the chain read through a texture object (tex1Dfetch on a linear
+// resource, as pchase_tex reads it): j = tex1Dfetch(t, j) takes the index itself as its coordinate,
+// so no address arithmetic sits between two fetches, and the latency per fetch of a chain timed as
+// a whole is the texture path's load-to-use latency (there is no pointer form of a fetch).
+// Load paths: ca = ld.global.ca (L1 + L2), cg = ld.global.cg (L2 only), nc = ld.global.nc
+// (read-only data path), tex = tex1Dfetch (texture path; index chase only).
 
 __device__ __forceinline__ unsigned int clock32()
 {
@@ -74,6 +79,8 @@ DEFINE_LOAD(load_ca, unsigned int, "ld.global.ca.u32", "r")
 DEFINE_LOAD(load_cg, unsigned int, "ld.global.cg.u32", "r")
 DEFINE_LOAD(load_ptr_ca, unsigned long long, "ld.global.ca.u64", "l")
 DEFINE_LOAD(load_ptr_cg, unsigned long long, "ld.global.cg.u64", "l")
+DEFINE_LOAD(load_nc, unsigned int, "ld.global.nc.u32", "r")
+DEFINE_LOAD(load_ptr_nc, unsigned long long, "ld.global.nc.u64", "l")
 
 // (c) the amortized index chase: j = A[j] over 32-bit indices (address A + 4j before each load)
 #define DEFINE_AMORTIZED_INDEX(PATH)                                                           \
@@ -103,6 +110,34 @@ DEFINE_LOAD(load_ptr_cg, unsigned long long, "ld.global.cg.u64", "l")
 
 DEFINE_AMORTIZED_INDEX(ca)
 DEFINE_AMORTIZED_INDEX(cg)
+DEFINE_AMORTIZED_INDEX(nc)
+
+// (e) the amortized index chase on the texture path: j = tex1Dfetch(t, j), the same protocol
+extern "C" __global__ void amortized_index_tex(unsigned long long tex, unsigned int start_index,
+                                               unsigned int warmup_steps, unsigned int loads,
+                                               unsigned int repetitions,
+                                               unsigned int *__restrict__ elapsed_cycles,
+                                               unsigned int *__restrict__ final_index)
+{
+    extern __shared__ unsigned int s_buffer[];
+    unsigned int *s_elapsed = s_buffer;
+    unsigned int *s_sink = s_buffer + repetitions;
+    cudaTextureObject_t t = (cudaTextureObject_t)tex;
+    unsigned int j = start_index;
+    for (unsigned int k = 0; k < warmup_steps; ++k)
+        j = tex1Dfetch<unsigned int>(t, j);
+    for (unsigned int r = 0; r < repetitions; ++r) {
+        unsigned int t0 = clock32();
+        for (unsigned int k = 0; k < loads; ++k)
+            j = tex1Dfetch<unsigned int>(t, j);
+        s_sink[0] = j;
+        unsigned int t1 = clock32();
+        s_elapsed[r] = t1 - t0;
+    }
+    for (unsigned int r = 0; r < repetitions; ++r)
+        elapsed_cycles[r] = s_elapsed[r];
+    final_index[0] = s_sink[0];
+}
 
 // (d) the amortized pointer chase: p = *p over 64-bit pointers (each element holds the address
 // of the next); the final pointer's offset from `base` in elements is written out
@@ -133,3 +168,4 @@ DEFINE_AMORTIZED_INDEX(cg)
 
 DEFINE_AMORTIZED_POINTER(ca)
 DEFINE_AMORTIZED_POINTER(cg)
+DEFINE_AMORTIZED_POINTER(nc)

@@ -3,6 +3,7 @@ whose timing code it must recover from the traces alone (the tiny profile, an un
 with no timing block), the calibrated latencies of the topology document and the report's
 table, and a GPU check (`pytest -m gpu`)."""
 
+import dataclasses
 from pathlib import Path
 
 import numpy as np
@@ -129,6 +130,86 @@ def test_unseen_profile_timing_is_recovered_from_the_traces():
     assert timing["empty_window_cycles"]["value"] == 12
     assert timing["clock_read_cycles"]["value"] == 5
     assert 0.5 < timing["window_overhead_cycles"]["confidence"] <= 1
+
+
+def test_the_texture_and_read_only_paths_are_timed_as_whole_chains_too():
+    # tests/data/unseen_timing_paths.yaml: store and clock read 19, index arithmetic 9. ca and
+    # nc (hits 64 and 57 as the window reads them) pay both: overhead 28, pointer chase 64 - 28
+    # = 36 and 57 - 28 = 29. A texture fetch takes its index as the coordinate: the tex window
+    # (97) and its chain have no arithmetic, so the chain reads 97 - 19 = 78 a fetch and the
+    # tex overhead is 19; there is no pointer chase on tex
+    backend = SimBackend(profile_path=DATA / "unseen_timing_paths.yaml", seed=8)
+    params = dataclasses.replace(PARAMS, paths=("ca", "cg", "nc", "tex"))
+    data = t.run(backend, params, device=None)
+    assert set(data.loc[data["path"] == "tex", "element_bytes"]) == {4}
+    doc = analyse(data, provenance=PROV)
+    ca, nc, tex = (doc["paths"][p] for p in ("ca", "nc", "tex"))
+    assert ca["load_to_use_latency_cycles"]["value"] == pytest.approx(36, abs=1)
+    assert nc["load_to_use_latency_cycles"]["value"] == pytest.approx(29, abs=1)
+    for path in (ca, nc):
+        assert path["window_overhead_cycles"]["value"] == pytest.approx(28, abs=1)
+        assert path["index_arithmetic_cycles"]["value"] == pytest.approx(9, abs=1)
+    assert tex["raw_latency_cycles"]["value"] == pytest.approx(97, abs=0.5)
+    assert tex["load_to_use_latency_cycles"]["value"] == pytest.approx(78, abs=1)
+    assert "tex1Dfetch" in tex["load_to_use_latency_cycles"]["method"]
+    assert tex["window_overhead_cycles"]["value"] == pytest.approx(19, abs=1)
+    assert "not_applicable" in tex["index_arithmetic_cycles"]
+    # the calibration stays ca's
+    assert doc["timing"]["calibration_path"] == "ca"
+    assert doc["timing"]["window_overhead_cycles"]["value"] == pytest.approx(28, abs=1)
+
+
+def test_topology_puts_each_paths_chain_beside_the_calibrated_hit_and_says_if_they_agree(
+    tmp_path,
+):
+    import json
+
+    backend = SimBackend(profile_path=DATA / "unseen_timing_paths.yaml", seed=9)
+    params = dataclasses.replace(PARAMS, paths=("ca", "cg", "nc", "tex"))
+    timing_doc = {**analyse(t.run(backend, params, device=None), provenance=PROV)}
+    timing_doc["device_info"] = {}
+
+    def hit(value):
+        return {
+            "hit_latency_cycles": {
+                "value": value,
+                "unit": "cycles",
+                "confidence": 1.0,
+                "method": "median latency of the accesses of the arrays that fit",
+                "evidence": "hand-made",
+            }
+        }
+
+    # the P-chase's hits as stage 1 would read them: the L1 64 and the texture cache 97 (as
+    # the profile's windows read them), the read-only path 70 (13 cycles off the profile's 57)
+    stage1 = {
+        "device": "synthetic",
+        "analysis": "cache_stage1",
+        "device_info": {},
+        "elements": {"l1d": hit(64.0), "texture": hit(97.0), "readonly": hit(70.0)},
+    }
+    paths = []
+    for name, doc in (("cache_stage1", stage1), ("timing_overhead", timing_doc)):
+        paths.append(tmp_path / f"{name}.json")
+        paths[-1].write_text(json.dumps(doc))
+    topo = build_topology("synthetic", paths, tuple(FAMILIES))
+    validate_topology(topo)
+    el = topo["elements"]
+    tex = el["texture"]["hit_latency_chain_cycles"]
+    # the chain on tex: 97 - 19 = 78 a fetch; the P-chase's 97 calibrated with tex's own
+    # overhead (19): 78; they agree
+    assert tex["value"] == pytest.approx(78, abs=1) and tex["source"].startswith("/paths/tex/")
+    assert el["texture"]["hit_latency_cycles"]["calibration"]["path"] == "tex"
+    assert tex["pchase_calibrated_cycles"] == pytest.approx(78, abs=1) and tex["agrees"] is True
+    assert el["l1d"]["hit_latency_chain_cycles"]["agrees"] is True  # 64 - 28 = 36 both ways
+    # read-only: chain 57 - 28 = 29 against 70 - 28 = 42: they differ
+    ro = el["readonly"]["hit_latency_chain_cycles"]
+    assert ro["value"] == pytest.approx(29, abs=1) and ro["agrees"] is False
+    assert "outside" in ro["note"]
+    table = "\n".join(to_markdown(topology_table(topo)))
+    assert f"chain-timed {tex['value']:.1f} (agrees)" in table
+    assert f"chain-timed {ro['value']:.1f} (differs)" in table
+    assert "chain-timed: the latency per load of a chain timed as a whole" in table
 
 
 def test_tiny_profile_overhead():
@@ -260,3 +341,33 @@ def test_gpu_calibrated_l1_hit_is_positive_and_below_the_raw_one(tmp_path, nvcc)
     print(f"L1 hit: {raw} raw, {calibrated:.2f} calibrated; {doc['timing']}")
     assert 0 < calibrated < raw
     assert doc["timing"]["empty_window_cycles"]["value"] is not None
+
+
+@pytest.mark.gpu
+def test_gpu_texture_and_read_only_chains_follow_their_walk_and_are_below_the_raw_window(
+    tmp_path, nvcc
+):
+    """On the GPU: the amortized chases on nc and tex (a texture object over the chain, as the
+    P-chase's tex path reads it) end where the host's walk does (the backend raises
+    otherwise), and each path's latency per load of a chain timed as a whole is positive and
+    below its per-access window's raw latency."""
+    from gpudissect.backends.cuda import CudaBackend
+    from gpudissect.devices import detect_arch
+    from gpudissect.kernels import compile_kernel
+
+    arch = detect_arch(0)
+    for kernel in t.KERNELS:
+        compile_kernel(
+            REPO / f"kernels/{kernel}.cu", arch=arch, output=tmp_path / f"{kernel}.cubin"
+        )
+    params = dataclasses.replace(PARAMS, paths=("ca", "cg", "nc", "tex"))
+    with CudaBackend(index=0, cubin_dir=tmp_path) as backend:
+        data = t.run(backend, params, device=None)
+    assert set(data.loc[data["path"] == "tex", "kind"]) == {"window", "amortized_index"}
+    doc = analyse(data, provenance={"device": "gpu0"})
+    for path in ("nc", "tex"):
+        q = doc["paths"][path]
+        raw, chain = q["raw_latency_cycles"]["value"], q["load_to_use_latency_cycles"]["value"]
+        print(f"{path}: raw {raw}, chain {chain}, overhead {q['window_overhead_cycles']}")
+        assert raw is not None and chain is not None
+        assert 0 < chain < raw

@@ -15,7 +15,8 @@ if TYPE_CHECKING:
     from .cuda import CudaBackend
 
 KERNEL = "clock_overhead"
-AMORTIZED_PATHS = ("ca", "cg")
+AMORTIZED_PATHS = ("ca", "cg", "nc", "tex")
+INDEX_ONLY_PATHS = ("tex",)  # a texture fetch takes an index: no pointer chase
 
 
 def _sm_clock(backend: CudaBackend) -> float:
@@ -74,6 +75,11 @@ def run_amortized_chase(backend: CudaBackend, work: AmortizedChaseWork, **_: obj
         raise DeviceUnavailable(
             f"the amortized chases run on {list(AMORTIZED_PATHS)}, not {work.path!r}"
         )
+    if work.path in INDEX_ONLY_PATHS and work.element_bytes != 4:
+        raise DeviceUnavailable(
+            f"the {work.path} path has only the 32-bit index chase (a texture fetch takes an "
+            f"index), not {work.element_bytes}-byte elements"
+        )
     drv = backend.drv
     nbytes = len(work.next_element) * work.element_bytes
     buf = backend._device_buffer(nbytes)  # the chase array's memory, as pchase uses it
@@ -81,17 +87,29 @@ def run_amortized_chase(backend: CudaBackend, work: AmortizedChaseWork, **_: obj
     cycles = np.zeros(work.repetitions, dtype=np.uint32)
     final = np.zeros(1, dtype=np.uint32)
     steps = (np.uint32(work.warmup_steps), np.uint32(work.loads), np.uint32(work.repetitions))
-    if work.element_bytes == 4:
-        fn = backend.function(KERNEL, f"amortized_index_{work.path}", "PIIIIPP")
-        args = (buf, np.uint32(work.start_element), *steps)
-        shared = 4 * work.repetitions + 4
-    else:
-        fn = backend.function(KERNEL, f"amortized_pointer_{work.path}", "PPIIIPP")
-        args = (buf, int(buf) + 8 * work.start_element, *steps)
-        shared = 8 * work.repetitions + 8
-    _launch_one_thread(
-        backend, fn, args, [cycles, final], shared=shared, carveout_pct=work.carveout_pct
-    )
+    tex = None
+    try:
+        if work.path == "tex":  # the chain through a texture object, as pchase_tex reads it
+            tex = backend._texture_object(buf, nbytes)
+            fn = backend.function(KERNEL, "amortized_index_tex", "QIIIIPP")
+            args = (np.uint64(int(tex)), np.uint32(work.start_element), *steps)
+            shared = 4 * work.repetitions + 4
+        elif work.element_bytes == 4:
+            fn = backend.function(KERNEL, f"amortized_index_{work.path}", "PIIIIPP")
+            args = (buf, np.uint32(work.start_element), *steps)
+            shared = 4 * work.repetitions + 4
+        else:
+            fn = backend.function(KERNEL, f"amortized_pointer_{work.path}", "PPIIIPP")
+            args = (buf, int(buf) + 8 * work.start_element, *steps)
+            shared = 8 * work.repetitions + 8
+        _launch_one_thread(
+            backend, fn, args, [cycles, final], shared=shared, carveout_pct=work.carveout_pct
+        )
+    finally:
+        if tex is not None:
+            from cuda.bindings import driver as cu
+
+            cu.cuTexObjectDestroy(tex)
     expected = int(work.walk(work.warmup_steps + work.loads * work.repetitions + 1)[-1])
     if int(final[0]) != expected:
         raise DeviceUnavailable(

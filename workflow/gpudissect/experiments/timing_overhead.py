@@ -9,6 +9,8 @@ first cache after a warm-up walk (`kernels/clock_overhead.cu`, header comment):
   reads (and `2 * loads`, so that the window's one store and clock read at the end cancel in
   the difference): the latency per load with its index arithmetic, without the window;
 - `amortized_pointer`: the same over 64-bit pointers (`p = *p`): the load-to-use latency alone.
+  Not on `tex`: a texture fetch takes an index as its coordinate (`j = tex1Dfetch(t, j)`, no
+  address arithmetic between two fetches), so there the index chase is the load-to-use latency.
 Once per sweep: `clock_pair` (two consecutive clock reads) and `empty_window` (the window with
 no load in it), `record_steps` samples each. Every sample is kept.
 """
@@ -32,6 +34,15 @@ KERNELS = ("clock_overhead", "pchase")
 WINDOW_KINDS = ("clock_pair", "empty_window")
 CHASE_KINDS = ("amortized_index", "amortized_pointer")
 WARMUP_PASSES = 4  # untimed passes over the array before any timed load
+# the element sizes of the amortized chases per path: a texture fetch takes an index only
+ELEMENT_BYTES = {"tex": (4,)}
+DEFAULT_ELEMENT_BYTES = (4, 8)
+
+
+def element_sizes(path: str) -> tuple[int, ...]:
+    """The element sizes of `path`'s amortized chases (4: index chase, 8: pointer chase)."""
+    return ELEMENT_BYTES.get(path, DEFAULT_ELEMENT_BYTES)
+
 
 SCHEMA = pa.schema(
     [
@@ -178,7 +189,7 @@ def run(
 ) -> pd.DataFrame:
     """The sweep: the clock kinds once, then per path the window and both amortized chases."""
     paths = [path for path in p.paths if backend.has_path(path)]
-    total = len(WINDOW_KINDS) + 5 * len(paths)
+    total = len(WINDOW_KINDS) + sum(1 + 2 * len(element_sizes(path)) for path in paths)
     carveout = p.carveout_pct if backend.supports_carveout else None
     frames: list[pd.DataFrame] = []
 
@@ -205,7 +216,7 @@ def run(
             _frame(len(frames), "window", path, 4, 1, r.latency_cycles, r.indices, r.sm_clock_mhz)
         )
         done()
-        for element_bytes in (4, 8):
+        for element_bytes in element_sizes(path):
             chain = element_chain(
                 array_bytes=p.array_bytes, stride_bytes=p.stride_bytes, element_bytes=element_bytes
             )

@@ -11,6 +11,8 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+from ..topology.calibrate import AGREE_CYCLES, AGREE_FRACTION
+
 ROWS = (
     ("l1d", "L1 data"),
     ("texture", "Texture"),
@@ -115,16 +117,20 @@ def topology_table(
             continue
         quantities = quantities or {}
         cells = [_cell(element, q, quantities.get(q), paper_values) for q, _ in COLUMNS]
-        groups = _address_groups(quantities)
-        if groups:
-            i = [q for q, _ in COLUMNS].index("hit_latency_cycles")
-            cells[i] += groups
+        i = [q for q, _ in COLUMNS].index("hit_latency_cycles")
+        cells[i] += _address_groups(quantities) + _chain(quantities)
         rows.append((name, *cells))
     notes = []
     if paper:
         notes.append(f"[bracketed]: {paper}.")
     notes.append(_legend(rows))
     notes.append(_timing_note(topology))
+    if any("chain-timed" in c for row in rows for c in row):
+        notes.append(
+            "chain-timed: the latency per load of a chain timed as a whole on the element's own "
+            "load path (timing_overhead, no per-access window), beside the calibrated value: "
+            f"they agree within the larger of {AGREE_CYCLES:g} cycles and {AGREE_FRACTION:.0%}."
+        )
     return TopologyTable(
         device=topology["device"],
         paper=paper,
@@ -147,6 +153,16 @@ def _address_groups(quantities: dict[str, Any]) -> str:
     key = "calibrated_value" if calibrated else "value"
     parts = " / ".join(f"{_fmt('_cycles', q[key])} ({q['share']:.0%})" for q in got)
     return f"; median of two address groups {parts}" + (" calibrated" if calibrated else " raw")
+
+
+def _chain(quantities: dict[str, Any]) -> str:
+    """The latency per load of a chain timed as a whole on the element's path, and whether it
+    agrees with the P-chase's calibrated value."""
+    q = quantities.get("hit_latency_chain_cycles") or {}
+    if q.get("value") is None:
+        return ""
+    verdict = {True: "agrees", False: "differs"}.get(q.get("agrees"), "not compared")
+    return f"; chain-timed {_fmt('_cycles', q['value'])} ({verdict})"
 
 
 def _legend(rows: list[tuple[str, ...]]) -> str:

@@ -7,7 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from .calibrate import calibrate, timing_block
+from .calibrate import add_chain_latencies, calibrate, timing_block
 from .driver import driver_facts, fact_pointer, merged_device_info
 from .gather import load_document, readings
 from .l2_capacity import add_l2_both_ways
@@ -54,6 +54,7 @@ def build_topology(
         apply_repeats(elements, repeats)
     timing = timing_block(docs)
     calibrate(elements, timing)
+    add_chain_latencies(elements, docs)
     document = {
         "schema_version": SCHEMA_VERSION,
         "device": device,

@@ -15,6 +15,10 @@ not whatever the load instruction is: a latency is calibrated with the overhead 
 own load path (`ELEMENT_PATHS`; the L2's and DRAM's latencies are read by global loads), the two
 global-load paths `ca` and `cg` (one instruction, two cache operators) standing in for each other,
 and a latency of a path the run did not measure the overhead on is left uncalibrated, with why.
+
+Beside the L1-level hit latencies, `add_chain_latencies` puts the second method's reading: the
+latency per load of a chain timed as a whole on the element's own path (`timing_overhead`'s
+load-to-use latency), and whether it agrees with the calibrated P-chase value.
 """
 
 from __future__ import annotations
@@ -141,3 +145,60 @@ def calibrate(elements: dict[str, dict[str, Any]], timing: dict[str, Any] | None
                     "analysis": own["analysis"],
                     "source": own["source"],
                 }
+
+
+# the L1-level elements whose hit a chain timed as a whole reads on their own path
+CHAIN_ELEMENTS = ("l1d", "readonly", "texture")
+CHAIN = "load_to_use_latency_cycles"
+AGREE_CYCLES = 2.0  # a chain and a calibrated P-chase latency agree within this,
+AGREE_FRACTION = 0.05  # or within this fraction of the chain's latency, whichever is larger
+
+
+def add_chain_latencies(elements: dict[str, dict[str, Any]], docs: list[tuple[str, dict]]) -> None:
+    """Beside each L1-level hit latency, the latency per load of a chain timed as a whole on
+    the element's own path (`timing_overhead`: no per-access window), as
+    `hit_latency_chain_cycles`, with the P-chase's calibrated value and whether they agree."""
+    found = next(((p, d) for p, d in docs if d.get("analysis") == EXPERIMENT), None)
+    if found is None:
+        return
+    path_doc, doc = found
+    for element in CHAIN_ELEMENTS:
+        path = ELEMENT_PATHS[element]
+        chain = ((doc.get("paths") or {}).get(path) or {}).get(CHAIN) or {}
+        hit = (elements.get(element) or {}).get("hit_latency_cycles")
+        if chain.get("value") is None or not hit or hit.get("value") is None:
+            continue
+        entry = {
+            k: chain[k] for k in ("value", "unit", "confidence", "method", "evidence") if k in chain
+        } | {"experiment": EXPERIMENT, "analysis": path_doc, "source": f"/paths/{path}/{CHAIN}"}
+        entry |= _agreement(float(chain["value"]), hit, path)
+        elements[element]["hit_latency_chain_cycles"] = entry
+
+
+def _agreement(chain: float, hit: dict[str, Any], path: str) -> dict[str, Any]:
+    calibrated = hit.get("calibrated_value")
+    if calibrated is None:
+        why = (hit.get("calibration") or {}).get("undetermined", "no calibrated value")
+        return {
+            "pchase_calibrated_cycles": None,
+            "agrees": None,
+            "note": f"the P-chase's hit latency is uncalibrated ({why}): nothing to compare",
+        }
+    on = (hit.get("calibration") or {}).get("path")
+    tolerance = max(AGREE_CYCLES, AGREE_FRACTION * chain)
+    agrees = abs(chain - float(calibrated)) <= tolerance
+    own = (
+        f"calibrated with the window overhead measured on {path} itself (raw - chain there), "
+        "so the two differ by the P-chase's raw against timing_overhead's raw"
+        if on == path
+        else f"calibrated with the window overhead measured on {on}, not on {path}"
+    )
+    return {
+        "pchase_calibrated_cycles": calibrated,
+        "agrees": agrees,
+        "note": (
+            f"chain {chain:g} against the P-chase's calibrated {calibrated:g} cycles: "
+            f"{'within' if agrees else 'outside'} {tolerance:.1f} cycles "
+            f"(the larger of {AGREE_CYCLES:g} cycles and {AGREE_FRACTION:.0%}); {own}"
+        ),
+    }

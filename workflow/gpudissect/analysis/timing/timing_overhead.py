@@ -12,6 +12,9 @@ Per path, over the same cache-resident lines (config/README.md, `experiments.tim
   latency is the raw one minus it;
 - `index_arithmetic_cycles` = index chase - pointer chase; `store_clock_cycles` = raw - index
   chase.
+- On `tex` (a texture fetch `j = tex1Dfetch(t, j)` takes the index as its coordinate: no address
+  arithmetic between two fetches, and no pointer form) the index chase is the load-to-use
+  latency: `window_overhead_cycles` = raw - index chase, and no index arithmetic.
 Once: `empty_window_cycles` and `clock_read_cycles`, the medians of their samples.
 
 A difference lies within the noise of its inputs when it is at most their spreads added (the IQR
@@ -28,9 +31,15 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from ..common.result import header, quantity, undetermined
+from ..common.result import header, not_applicable, quantity, undetermined
 
 CALIBRATION_PATHS = ("ca", "cg")  # the first measured gives the calibration (ca: an L1 hit)
+# paths whose chain fetches by index with no arithmetic between two loads (no pointer chase)
+FETCH_BY_INDEX = frozenset({"tex"})
+FETCH_NOTE = (
+    "texture fetch chain j = tex1Dfetch(t, j): the fetch takes the index as its coordinate, so "
+    "no address arithmetic sits between two fetches"
+)
 RAW_METHOD = (
     "per-access timed P-chase window (kernels/pchase.cu: clock, load, store of the index, "
     "clock) over lines that stay in the cache; mean over the lines of each line's median"
@@ -135,13 +144,15 @@ def _samples(data: pd.DataFrame, kind: str, *, method: str) -> dict:
     )
 
 
-def analyse_path(data: pd.DataFrame) -> dict[str, Any]:
+def analyse_path(data: pd.DataFrame, path: str = "") -> dict[str, Any]:
     """The quantities of one path's rows."""
     window = data[data["kind"] == "window"]
     raw = raw_estimate(window) if len(window) else None
     index = per_load_estimate(data[data["kind"] == "amortized_index"])
     pointer = per_load_estimate(data[data["kind"] == "amortized_pointer"])
     amortized = "chains of N and 2N dependent loads timed as a whole (kernels/clock_overhead.cu); "
+    if path in FETCH_BY_INDEX:
+        return _fetch_path(raw, index, amortized)
     return {
         "raw_latency_cycles": _latency(
             raw, method=RAW_METHOD, timing="raw", why_missing="no timed window in the trace"
@@ -180,6 +191,44 @@ def analyse_path(data: pd.DataFrame) -> dict[str, Any]:
     }
 
 
+def _fetch_path(raw: Estimate | None, index: Estimate | None, amortized: str) -> dict[str, Any]:
+    """A path that fetches by index (`FETCH_BY_INDEX`): its index chase is the load-to-use
+    latency, and the window's overhead is the raw latency minus it."""
+    method = amortized + FETCH_NOTE + ": (median 2N - median N) / N"
+    lacks = "a texture fetch takes the index as its coordinate: no pointer chase, no arithmetic"
+    return {
+        "raw_latency_cycles": _latency(
+            raw, method=RAW_METHOD, timing="raw", why_missing="no timed window in the trace"
+        ),
+        "index_chase_latency_cycles": _latency(
+            index,
+            method=method,
+            timing="amortized",
+            why_missing="no 32-bit chains of two lengths in the trace",
+        ),
+        "load_to_use_latency_cycles": _latency(
+            index,
+            method=method + " (the fetch chain is the load-to-use latency)",
+            timing="calibrated",
+            why_missing="no 32-bit chains of two lengths in the trace",
+        ),
+        "window_overhead_cycles": difference(
+            raw,
+            index,
+            names=("raw", "fetch chain"),
+            method="raw latency - latency per fetch of the texture chain over the same lines",
+        ),
+        "index_arithmetic_cycles": not_applicable(lacks),
+        "store_clock_cycles": difference(
+            raw,
+            index,
+            names=("raw", "fetch chain"),
+            method="raw latency - latency per fetch of the texture chain (the window's store "
+            "of the index and second clock read)",
+        ),
+    }
+
+
 def analyse(
     data: pd.DataFrame, *, provenance: dict[str, Any], inputs: dict | None = None
 ) -> dict[str, Any]:
@@ -188,7 +237,7 @@ def analyse(
     doc["clocks_before"] = provenance.get("clocks_before")
     doc["clocks_after"] = provenance.get("clocks_after")
     paths = [p for p in dict.fromkeys(data["path"]) if p]
-    doc["paths"] = {p: analyse_path(data[data["path"] == p]) for p in paths}
+    doc["paths"] = {p: analyse_path(data[data["path"] == p], p) for p in paths}
     calibration = next((p for p in CALIBRATION_PATHS if p in doc["paths"]), None)
     timing: dict[str, Any] = {"calibration_path": calibration}
     for name in ("window_overhead_cycles", "index_arithmetic_cycles", "store_clock_cycles"):
