@@ -20,11 +20,12 @@ DATA = REPO / "tests/data"
 GIB = 2**30
 SECTION = {
     "enabled": True,
-    "levels": ["l1", "l2", "dram"],
+    "levels": ["l1", "l2_near", "l2", "dram"],
     "ctas_per_sm": [1, 2, 4, 8],
     "threads_per_cta": 256,
     "l1_fraction": 0.5,
-    "l2_fraction": 0.5,
+    "l2_fraction": 0.75,
+    "l2_near_fraction": 0.5,
     "dram_l2_multiple": 4,
     "min_bytes_per_launch": 1 << 30,
     "repetitions": 5,
@@ -145,6 +146,7 @@ def _rows(level, direction, gbps_by_ctas, *, theoretical=100.0):
         l1_bytes=0,
         l2_bytes=1 << 22,
         l2_bytes_source="driver",
+        l2_near_bytes=0,
         sms=4,
     )
 
@@ -177,7 +179,7 @@ def test_an_empty_trace_is_undetermined_with_a_reason():
 @pytest.mark.parametrize(
     ("key", "value", "allowed"),
     [
-        ("levels", ["l1", "l3"], "allowed: l1, l2, dram"),
+        ("levels", ["l1", "l3"], "allowed: l1, l2_near, l2, dram"),
         ("l1_fraction", 1.2, "inside (0, 1)"),
         ("l2_fraction", 0, "inside (0, 1)"),
         ("dram_l2_multiple", 1.5, "at least 2 L2 sizes"),
@@ -206,7 +208,8 @@ def test_footprints_follow_the_sizes_and_launches_move_enough_bytes():
     by = {(p.level, p.direction, p.ctas_per_sm): p.work for p in plans}
     assert by[("l1", "read", 4)].slice_bytes <= 100_000  # half the L1 per SM, one slice
     assert by[("l1", "read", 4)].footprint_bytes == 10 * by[("l1", "read", 4)].slice_bytes
-    assert by[("l2", "write", 8)].footprint_bytes <= 25 << 20
+    assert by[("l2", "write", 8)].footprint_bytes <= 0.75 * (50 << 20)
+    assert not any(p.level == "l2_near" for p in plans)  # no near size given
     assert by[("dram", "read", 1)].footprint_bytes >= 4 * (50 << 20) - 10 * 512
     assert all(p.work.bytes_moved >= SECTION["min_bytes_per_launch"] for p in plans)
     assert ("l1", "write", 1) not in by  # stores write through the L1
@@ -241,7 +244,7 @@ def test_the_report_puts_mt4gs_published_h100_figures_beside_ours(tmp_path):
     doc = analyse(data, provenance={"device": "a"})
     doc["device_info"] = {"name": "NVIDIA H100 80GB HBM3"}
     text = "\n".join(bandwidth_section(doc, []))
-    l2_row = next(line for line in text.splitlines() if line.startswith("| L2 read"))
+    l2_row = next(line for line in text.splitlines() if line.startswith("| L2 read |"))
     # ours: 900 GB/s = 838 GiB/s; MT4G's sample: 4528.92 GiB/s (config/papers)
     assert "838 GiB/s" in l2_row and "4529 GiB/s" in l2_row
     assert "MT4G (caps-tum/mt4g)" in text
@@ -399,3 +402,42 @@ def test_a_device_without_a_throughput_description_runs_nothing_and_says_so(tmp_
     assert set(figures) == set(family("bandwidth").figures)
     text = "\n".join(family("bandwidth").report_section(doc, []))
     assert "undetermined: the sweep ran no launch" in text
+
+
+def test_the_l2_sizes_come_from_the_footprint_sweep_then_the_driver_never_stage_1_alone():
+    # on a partitioned L2 stage 1's first L2 miss is the near partition (H200: 28180480 of
+    # the driver's 62914560): it names the near size, never the L2's
+    stage1_only = {"l1d": 222208, "l2_stage1": 28180480}
+    assert bw.l2_sizes(stage1_only, 62914560) == (62914560, "driver", 28180480)
+    swept = {**stage1_only, "l2": 58982400, "l2_near": 28508160}
+    assert bw.l2_sizes(swept, 62914560) == (58982400, "l2", 28508160)
+    # an unpartitioned L2: stage 1 reads the whole of it, so there is no near size
+    assert bw.l2_sizes({"l2_stage1": 4194304}, 4194304) == (4194304, "driver", None)
+
+
+def test_with_a_near_size_the_near_l2_is_read_and_reported_apart(tmp_path):
+    # the l2 footprint sweep's result: the L2 and a near partition of half of it
+    l2 = tmp_path / "l2.json"
+    l2.write_text(
+        json.dumps(
+            {
+                "elements": {
+                    "l2": {
+                        "size_bytes": {"value": 4194304},
+                        "near_size_bytes": {"value": 2097152},
+                    }
+                }
+            }
+        )
+    )
+    inputs = {**_stage1(tmp_path, 98304), "l2": str(l2)}
+    data = _run("unseen_bandwidth_a", inputs)
+    near = data[data["level"] == "l2_near"]
+    assert (near["footprint_bytes"] <= 0.5 * 2097152).all() and len(near)
+    doc = analyse(data, provenance={"device": "a"})
+    l2 = doc["elements"]["l2"]
+    # the simulator has one L2 server: near and both-partition reads alike (900 GB/s)
+    assert l2["near_read_bandwidth_gbps"]["value"] == pytest.approx(900, rel=TOLERANCE)
+    assert l2["near_write_bandwidth_gbps"]["value"] == pytest.approx(500, rel=TOLERANCE)
+    assert l2["read_bandwidth_gbps"]["value"] == pytest.approx(900, rel=TOLERANCE)
+    assert doc["footprints"]["l2_bytes_source"] == "l2"

@@ -168,11 +168,13 @@ def _stage1_result_input(device: Any) -> dict[str, str]:
 
 
 def _stage1_sizes_input(device: Any) -> dict[str, str]:
-    """The bandwidth sweep sizes its footprints from the cache sizes stage 1 measured, when it
-    runs (else from the driver's L2 size, without an L1 footprint)."""
-    if not device.enabled("cache_stage1"):
-        return {}
-    return _stage1_result_input(device)
+    """The bandwidth sweep sizes its footprints from the cache sizes stage 1 and the L2
+    footprint sweep measured, when they run (else from the driver's L2 size, without an L1 or
+    a near-L2 footprint)."""
+    out = _stage1_result_input(device) if device.enabled("cache_stage1") else {}
+    if device.enabled("l2"):  # the L2 size and its near partition, from the footprint sweep
+        out["l2"] = f"results/analysis/{device.name}/l2.json"
+    return out
 
 
 def _classic_stage1_input(device: Any) -> dict[str, str]:

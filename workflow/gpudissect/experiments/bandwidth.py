@@ -16,8 +16,15 @@ device facts and the cache sizes measured earlier in the run:
   the largest footprint the L1 streams at its own bandwidth is the L1 a kernel without shared
   memory gets (the P-chase keeps its records in shared memory, so the driver keeps a shared
   partition beside the L1 it measures).
-- ``l2``: ``l2_fraction`` of the L2 size (``cache_stage1``'s, else the driver's) over the
-  whole grid, each CTA its own slice; reads and writes.
+- ``l2``: ``l2_fraction`` of the L2 size (the ``l2`` footprint sweep's, else the driver's:
+  on a partitioned L2 cache_stage1's first miss on the L2 path is the near partition) over the
+  whole grid, each CTA its own slice; reads and writes. Above the near partition's size it
+  spans both partitions.
+- ``l2_near``: ``l2_near_fraction`` of the near partition's size (the ``l2`` sweep's
+  ``near_size_bytes``, else cache_stage1's L2 reading where it is below 3/4 of the L2 size) the
+  same way: a footprint that every SM's partition holds (a line read from the far partition is
+  copied into the near one), so its reads are near hits; reads and writes. Not run where no
+  near size is known.
 - ``dram``: ``dram_l2_multiple`` times the L2 size, the same way; reads and writes.
 
 Every level is swept over ``ctas_per_sm`` (the grid is SMs x that, one wave while it fits) at
@@ -56,9 +63,11 @@ NAME = "bandwidth"
 KERNELS = ("bandwidth",)
 VECTOR_BYTES = 16
 WARP_ACCESS_BYTES = 32 * VECTOR_BYTES  # slices are whole warp accesses
-LEVELS = ("l1", "l2", "dram")
-DIRECTIONS = {"l1": ("read",), "l2": ("read", "write"), "dram": ("read", "write")}
-PATHS = {"l1": "ca", "l2": "cg", "dram": "cg"}  # the load path of each level's reads
+LEVELS = ("l1", "l2_near", "l2", "dram")
+BOTH = ("read", "write")
+DIRECTIONS = {"l1": ("read",), "l2_near": BOTH, "l2": BOTH, "dram": BOTH}
+PATHS = {"l1": "ca", "l2_near": "cg", "l2": "cg", "dram": "cg"}  # each level's load path
+NEAR_SHARE = 0.75  # a stage-1 L2 reading below this share of the L2 is the near partition
 CAPACITY = "l1_capacity"  # the series of per-SM footprints around the L1 size
 
 SCHEMA = pa.schema(
@@ -86,7 +95,8 @@ SCHEMA = pa.schema(
         pa.field("theoretical_gbps", pa.float64()),  # DRAM: clock x bus width x DDR factor
         pa.field("l1_bytes", pa.int64()),  # 0: no L1 size measured
         pa.field("l2_bytes", pa.int64()),
-        pa.field("l2_bytes_source", pa.string()),  # cache_stage1 | driver
+        pa.field("l2_bytes_source", pa.string()),  # l2 | driver | cache_stage1
+        pa.field("l2_near_bytes", pa.int64()),  # 0: no near partition size known
         pa.field("sms", pa.int32()),
     ]
 )
@@ -135,6 +145,7 @@ class BandwidthSweep:
     threads_per_cta: int
     l1_fraction: float
     l2_fraction: float
+    l2_near_fraction: float
     dram_l2_multiple: float
     levels: tuple[str, ...]
     min_bytes_per_launch: int
@@ -152,7 +163,7 @@ def parse_params(section: dict, key: str) -> BandwidthSweep:
             raise ConfigError(
                 f"{key}.levels: {level!r} is not a level; allowed: {', '.join(LEVELS)}"
             )
-    for name in ("l1_fraction", "l2_fraction"):
+    for name in ("l1_fraction", "l2_fraction", "l2_near_fraction"):
         if not 0 < section[name] < 1:
             raise ConfigError(
                 f"{key}.{name}: {section[name]} is not inside (0, 1); allowed: a share of the "
@@ -176,6 +187,7 @@ def parse_params(section: dict, key: str) -> BandwidthSweep:
         threads_per_cta=section["threads_per_cta"],
         l1_fraction=float(section["l1_fraction"]),
         l2_fraction=float(section["l2_fraction"]),
+        l2_near_fraction=float(section["l2_near_fraction"]),
         dram_l2_multiple=float(section["dram_l2_multiple"]),
         levels=levels,
         min_bytes_per_launch=section["min_bytes_per_launch"],
@@ -188,27 +200,54 @@ def parse_params(section: dict, key: str) -> BandwidthSweep:
 
 
 def measured_sizes(inputs: dict | None) -> dict[str, int]:
-    """The L1 and L2 sizes ``cache_stage1`` measured (``{"l1d": ..., "l2": ...}``, those it
-    determined): the L1 at the carveout where it read largest."""
-    path = (inputs or {}).get("cache_stage1")
-    if not path or not Path(path).is_file():
-        return {}
-    doc = json.loads(Path(path).read_text())
-    out = {}
-    for element in ("l1d", "l2"):
-        values = [(doc.get("elements", {}).get(element) or {}).get("size_bytes") or {}]
-        values += [
-            (s.get(element) or {}).get("size_bytes") or {}
-            for s in doc.get("series", [])
-            if isinstance(s, dict)
-        ]
-        sizes = [v.get("value") for v in values if isinstance(v.get("value"), int | float)]
-        if sizes:
-            out[element] = int(max(sizes))
-    buffer, carveouts = doc.get("shared_buffer_bytes"), doc.get("carveout_pct")
-    if isinstance(buffer, int) and carveouts in ([0], 0):  # the partition beside its L1
-        out["shared_buffer_bytes"] = buffer
+    """The sizes earlier analyses measured, those they determined: ``l1d`` (cache_stage1's
+    largest L1 reading) and its ``shared_buffer_bytes`` where it ran at carveout 0,
+    ``l2_stage1`` (cache_stage1's first miss on the L2 path), and from the ``l2`` footprint
+    sweep ``l2`` and ``l2_near``."""
+    out: dict[str, int] = {}
+    doc = _read(inputs, "cache_stage1")
+    if doc:
+        for element, key in (("l1d", "l1d"), ("l2", "l2_stage1")):
+            values = [(doc.get("elements", {}).get(element) or {}).get("size_bytes") or {}]
+            values += [
+                (s.get(element) or {}).get("size_bytes") or {}
+                for s in doc.get("series", [])
+                if isinstance(s, dict)
+            ]
+            sizes = [v.get("value") for v in values if isinstance(v.get("value"), int | float)]
+            if sizes:
+                out[key] = int(max(sizes))
+        buffer, carveouts = doc.get("shared_buffer_bytes"), doc.get("carveout_pct")
+        if isinstance(buffer, int) and carveouts in ([0], 0):  # the partition beside its L1
+            out["shared_buffer_bytes"] = buffer
+    l2 = ((_read(inputs, "l2") or {}).get("elements") or {}).get("l2") or {}
+    for quantity, key in (("size_bytes", "l2"), ("near_size_bytes", "l2_near")):
+        value = (l2.get(quantity) or {}).get("value")
+        if isinstance(value, int | float):
+            out[key] = int(value)
     return out
+
+
+def _read(inputs: dict | None, name: str) -> dict | None:
+    path = (inputs or {}).get(name)
+    if not path or not Path(path).is_file():
+        return None
+    return json.loads(Path(path).read_text())
+
+
+def l2_sizes(sizes: dict[str, int], driver_l2_bytes: int) -> tuple[int, str, int | None]:
+    """(L2 size, its source, near partition size or None) the footprints are sized from."""
+    if "l2" in sizes:
+        l2, source = sizes["l2"], "l2"
+    elif driver_l2_bytes:
+        l2, source = driver_l2_bytes, "driver"
+    else:
+        l2, source = sizes.get("l2_stage1", 0), "cache_stage1"
+    near = sizes.get("l2_near")
+    stage1 = sizes.get("l2_stage1")
+    if near is None and stage1 and l2 and stage1 < NEAR_SHARE * l2:
+        near = stage1  # a partitioned L2: the L2 path's first miss is the near partition's
+    return l2, source, near
 
 
 def partition_bound_bytes(sizes: dict[str, int], *, reserved_bytes: int, shared_per_sm: int):
@@ -243,6 +282,7 @@ def plan(
     l2_bytes: int,
     carveout_pct: int | None,
     l1_partition_bound_bytes: int | None = None,
+    l2_near_bytes: int | None = None,
 ) -> list[LevelPlan]:
     """The launches, level by level (a level whose size is unknown is left out)."""
     if sweep.threads_per_cta > min(1024, max_threads_per_sm):
@@ -258,12 +298,18 @@ def plan(
         if level != "l1" and not l2_bytes:
             log.warning("no L2 size known: the %s footprint is not run", level)
             continue
+        if level == "l2_near" and not l2_near_bytes:
+            log.warning("no near L2 partition size known: the l2_near footprint is not run")
+            continue
         for per_sm in sweep.ctas_per_sm:
             ctas = per_sm * sms
             if level == "l1":  # one slice per SM, which the SM's CTAs share
                 slice_bytes, slices = _round_slice(sweep.l1_fraction * l1_bytes), sms
             elif level == "l2":
                 slice_bytes, slices = _round_slice(sweep.l2_fraction * l2_bytes / ctas), 0
+            elif level == "l2_near":
+                share = sweep.l2_near_fraction * l2_near_bytes
+                slice_bytes, slices = _round_slice(share / ctas), 0
             else:
                 slice_bytes = _round_slice(sweep.dram_l2_multiple * l2_bytes / ctas)
                 slices = 0
@@ -332,14 +378,7 @@ def run(
         log.info("the device has no throughput description; nothing to run")
         return pd.concat(frames, ignore_index=True)
     sizes = measured_sizes(inputs)
-    l2_bytes, l2_source = (
-        (sizes["l2"], "cache_stage1")
-        if "l2" in sizes
-        else (
-            facts.l2_bytes,
-            "driver",
-        )
-    )
+    l2_bytes, l2_source, l2_near = l2_sizes(sizes, facts.l2_bytes)
     carveout = sweep.carveout_pct if backend.supports_carveout else None
     plans = plan(
         sweep,
@@ -348,6 +387,7 @@ def run(
         l1_bytes=sizes.get("l1d"),
         l2_bytes=l2_bytes,
         carveout_pct=carveout,
+        l2_near_bytes=l2_near,
         l1_partition_bound_bytes=partition_bound_bytes(
             sizes,
             reserved_bytes=facts.shared_reserved_bytes_per_cta or 0,
@@ -389,6 +429,7 @@ def run(
                     "l1_bytes": col(sizes.get("l1d", 0), np.int64),
                     "l2_bytes": col(l2_bytes or 0, np.int64),
                     "l2_bytes_source": [l2_source] * n,
+                    "l2_near_bytes": col(l2_near or 0, np.int64),
                     "sms": col(facts.sms, np.int32),
                 }
             )

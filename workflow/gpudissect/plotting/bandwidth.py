@@ -12,8 +12,13 @@ from . import set_theme
 from .banks import empty_figure
 
 GIB = 2**30
-LEVEL_LABELS = {"l1": "L1 footprint", "l2": "L2 footprint", "dram": "DRAM footprint"}
-LEVEL_COLOURS = {"l1": "C0", "l2": "C1", "dram": "C2"}
+LEVEL_LABELS = {
+    "l1": "L1 footprint",
+    "l2_near": "near L2 footprint",
+    "l2": "L2 footprint (both partitions)",
+    "dram": "DRAM footprint",
+}
+LEVEL_COLOURS = {"l1": "C0", "l2_near": "C4", "l2": "C1", "dram": "C2"}
 CAPACITY = "l1_capacity"
 
 
@@ -31,7 +36,7 @@ def plot_bandwidth_sweep(table: pd.DataFrame, *, ceiling_gbps: float | None, tit
     scale = 1e9 / GIB
     for ax, direction in zip(axes[0], directions, strict=True):
         d = table[table["direction"] == direction]
-        for level in ("l1", "l2", "dram"):
+        for level in LEVEL_LABELS:
             s = d[d["level"] == level].sort_values("ctas_per_sm")
             if s.empty:
                 continue

@@ -9,6 +9,8 @@ from typing import Any
 
 ROWS = (
     ("l1d", "read", "L1 read"),
+    ("l2", "near_read", "L2 read, near partition"),
+    ("l2", "near_write", "L2 write, near partition"),
     ("l2", "read", "L2 read"),
     ("l2", "write", "L2 write"),
     ("dram", "read", "DRAM read"),
@@ -86,6 +88,12 @@ def bandwidth_section(doc: dict[str, Any], figures: list[str]) -> list[str]:
     near = elements.get("l2", {}).get("near_read_bandwidth_gibps")
     if near and near.get("undetermined"):
         lines.append(f"- L2 near/far: undetermined ({near['undetermined']}).")
+    elif near:
+        lines.append(
+            "- L2 near partition: a footprint within the near partition's size (every SM's "
+            "partition holds it); the L2 rows below it stream a footprint above it, over both "
+            "partitions."
+        )
     if source:
         lines.append(
             f"- MT4G: {source}; GiB/s as MT4G reports them. MT4G's runs differ from each other "
@@ -97,8 +105,9 @@ def bandwidth_section(doc: dict[str, Any], figures: list[str]) -> list[str]:
     if fp:
         l1 = f"{fp['l1_bytes']} B measured by cache_stage1" if fp["l1_bytes"] else "not measured"
         carveout = "none set" if fp["carveout_pct"] < 0 else f"{fp['carveout_pct']}%"
+        near = f", near partition {fp['l2_near_bytes']} B" if fp.get("l2_near_bytes") else ""
         lines.append(
-            f"- Footprints from: L1 {l1}; L2 {fp['l2_bytes']} B ({fp['l2_bytes_source']}); "
+            f"- Footprints from: L1 {l1}; L2 {fp['l2_bytes']} B ({fp['l2_bytes_source']}){near}; "
             f"carveout {carveout}."
         )
     lines.append("")

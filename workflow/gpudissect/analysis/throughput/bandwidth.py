@@ -5,8 +5,13 @@ direction, a point (one CTA count) is summarised by the median over its repetiti
 interquartile range; the level's reading is the point with the highest median ("peak
 sustained"), with the spread of that point's repetitions and the CTAs per SM where it peaks.
 
+The L2 is read twice: `l2` (a footprint above the near partition: both partitions) and
+`l2_near` (a footprint every SM's own partition holds, where the run knew the near size): the
+latter's readings are `l2.near_read_bandwidth_*` and `l2.near_write_bandwidth_*`.
+
 A level's footprint is isolated when its reads (writes) are faster than those of the next
-level's footprint beyond both points' spread: the lower quartile of the level's peak above the
+level's footprint beyond both points' spread (the L1's against the L2's, either L2's against
+DRAM's): the lower quartile of the level's peak above the
 upper quartile of the next level's peak, by more than `DISTINCT_REL`. Otherwise the reading
 is undetermined (the footprint was served by the next level as well, or the level is no faster
 than it). DRAM has no level below it: its reading is checked against the theoretical bandwidth
@@ -28,19 +33,18 @@ from ..common.result import header, not_applicable, quantity, undetermined
 
 GIB = 2**30
 DISTINCT_REL = 0.05  # levels closer than this (beyond the spread) are not told apart
-ELEMENTS = {"l1": "l1d", "l2": "l2", "dram": "dram"}
-NEXT = {"l1": "l2", "l2": "dram"}
+ELEMENTS = {"l1": "l1d", "l2_near": "l2", "l2": "l2", "dram": "dram"}
+PREFIX = {"l2_near": "near_"}  # l2.near_read_bandwidth_gbps ...
+NEXT = {"l1": "l2", "l2_near": "dram", "l2": "dram"}
 CAPACITY = "l1_capacity"
 # a capacity footprint is held while its reads stay within this of the L1's rate: a stream of
 # one warp per SM waits the L2's latency (6-7 times the L1's on Hopper) on every miss, so 2%
 # lets through a miss share of about 0.3%, a line or two of an L1 of a few thousand lines
 CAPACITY_REL = 0.02
 NEAR_FAR = (
-    "the sweep streams no footprint restricted to the SM's own L2 partition: the partition "
-    "function l2_slices finds is solved inside one 2 MiB page, up to a constant that the "
-    "address bits above the page (not probed) may change from page to page, so a near-only "
-    "footprint of many pages would need each page's constant measured first; near and far "
-    "reads are not told apart"
+    "no footprint within the near L2 partition was run: the sweep knew no near partition size "
+    "(neither the l2 footprint sweep's near_size_bytes nor a cache_stage1 L2 reading below 3/4 "
+    "of the L2), so near and far reads are not told apart"
 )
 
 
@@ -111,9 +115,8 @@ def _isolation(level: str, p: pd.Series, peaks: dict[tuple[str, str], pd.Series]
 def _ceiling(level: str, p: pd.Series, theoretical_gbps: float) -> tuple[dict, str | None]:
     """The ceiling entry of a reading, and a reason to refuse it (DRAM above its ceiling)."""
     if level != "dram":
-        return {
-            "ceiling": f"none known: the driver reports no {level.upper()} bandwidth",
-        }, None
+        name = "L1" if level == "l1" else "L2"
+        return {"ceiling": f"none known: the driver reports no {name} bandwidth"}, None
     if theoretical_gbps <= 0:
         return {"ceiling": "none known: the device reports no memory clock or bus width"}, None
     extra = {
@@ -138,9 +141,10 @@ def _readings(points: pd.DataFrame, theoretical_gbps: float) -> dict[str, dict[s
         extra, refused = _ceiling(level, p, theoretical_gbps)
         reason = _isolation(level, p, peaks, direction) or refused
         el = elements.setdefault(ELEMENTS[level], {})
+        name = f"{PREFIX.get(level, '')}{direction}_bandwidth"
         if reason is not None:
             for unit in ("gbps", "gibps"):
-                el[f"{direction}_bandwidth_{unit}"] = undetermined(reason)
+                el[f"{name}_{unit}"] = undetermined(reason)
             continue
         method = (
             f"streaming {direction}s of 16-byte vectors (kernels/bandwidth.cu), bytes / elapsed "
@@ -161,7 +165,7 @@ def _readings(points: pd.DataFrame, theoretical_gbps: float) -> dict[str, dict[s
                 method=method,
                 evidence=evidence,
             )
-            el[f"{direction}_bandwidth_{unit}"] = {**q, **common}
+            el[f"{name}_{unit}"] = {**q, **common}
     return elements
 
 
@@ -230,7 +234,7 @@ def analyse(
     elements = _readings(points, theoretical)
     measured = set(points["level"])
     for level, element in ELEMENTS.items():
-        if level in measured:
+        if level in measured or level == "l2_near":  # l2_near: below, NEAR_FAR
             continue
         why = (
             "no L1 footprint was run: the sweep had no L1 size measured (cache_stage1) to size it"
@@ -238,7 +242,7 @@ def analyse(
             else f"no {level} footprint was run (not in the sweep's levels)"
         )
         elements.setdefault(element, {})["read_bandwidth_gibps"] = undetermined(why)
-    if "l2" in measured:
+    if "l2" in measured and "l2_near" not in measured:
         for direction in ("read", "write"):
             elements["l2"][f"near_{direction}_bandwidth_gibps"] = undetermined(NEAR_FAR)
     if "l1" in measured:
@@ -257,6 +261,7 @@ def analyse(
         "l1_bytes": int(data["l1_bytes"].max()),
         "l2_bytes": int(data["l2_bytes"].max()),
         "l2_bytes_source": str(data["l2_bytes_source"].iloc[0]),
+        "l2_near_bytes": int(data["l2_near_bytes"].max()),
         "carveout_pct": int(data["carveout_pct"].iloc[0]),
     }
     doc["carveout_pct"] = int(data["carveout_pct"].iloc[0])
