@@ -70,7 +70,10 @@ def bandwidth_section(doc: dict[str, Any], figures: list[str]) -> list[str]:
         theirs = (values.get(element) or {}).get(f"{direction}_bandwidth_gibps")
         mt4g = f"{theirs['value']:.0f} GiB/s" if theirs else "—"
         at = str(q.get("ctas_per_sm_at_peak", "—")) if q else "—"
-        lines.append(f"| {label} | {_cell(q)} | {at} | {_ceiling(q)} | {mt4g} |")
+        cell = _cell(q)
+        if direction.startswith("near_") and q and q.get("value") is None:
+            cell = "undetermined (L2 near/far, below)"  # the reason once, under the table
+        lines.append(f"| {label} | {cell} | {at} | {_ceiling(q)} | {mt4g} |")
     lines.append("")
     size = elements.get("l1d", {}).get("size_bytes")
     if size is not None:
