@@ -234,3 +234,16 @@ def test_the_cli_refuses_a_compaction_of_no_folder(tmp_path):
     )
     assert proc.returncode != 0
     assert "is not a folder" in proc.stderr
+
+
+def test_reference_without_a_gpu_or_a_folder_to_compact_says_what_to_give():
+    proc = subprocess.run(
+        [sys.executable, "-m", "gpudissect", "reference", "--readme-only"],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+    )
+    assert proc.returncode != 0
+    assert "reference: give --gpu NAME (the folder's name, e.g. h100), or --compact-only DIR" in (
+        proc.stderr
+    )
