@@ -247,3 +247,24 @@ def test_reference_without_a_gpu_or_a_folder_to_compact_says_what_to_give():
     assert "reference: give --gpu NAME (the folder's name, e.g. h100), or --compact-only DIR" in (
         proc.stderr
     )
+
+
+def test_a_folder_compacted_in_two_processes_is_the_one_compacted_in_one(tmp_path):
+    one, two = tmp_path / "one", tmp_path / "two"
+    for folder in (one, two):
+        _trace(folder / "traces" / "requests.parquet")
+        write_trace(
+            folder / "traces" / "other.parquet",
+            _requests_frame(rows=200, seed=2),
+            schema=requests.SCHEMA,
+            provenance=PROV,
+        )
+        (folder / "figures").mkdir()
+        _blocks_png(folder / "figures" / "f.png")
+    serial = compact_folder(one)
+    parallel = compact_folder(two, jobs=2)
+    assert [c.path.relative_to(one) for c in serial] == [c.path.relative_to(two) for c in parallel]
+    for a, b in zip(serial, parallel, strict=True):
+        assert a.path.read_bytes() == b.path.read_bytes()
+    with pytest.raises(GpuDissectError, match=r"compact: jobs 0 not allowed; give a whole"):
+        compact_folder(one, jobs=0)

@@ -131,10 +131,11 @@ def cmd_reference(args: argparse.Namespace) -> int:
     from .reference import assemble, check_name, fleet, make_reference, readme
 
     if args.compact_only:
-        from .compact import compact_folder, summary
+        from .compact import compact_folder, summary, usable_jobs
 
         folder = Path(args.compact_only)
-        print(f"reference compacted: {folder}: {summary(compact_folder(folder))}")
+        done = compact_folder(folder, jobs=usable_jobs(args.cores))
+        print(f"reference compacted: {folder}: {summary(done)}")
         return 0
     if args.gpu is None:
         raise ConfigError(
@@ -150,7 +151,9 @@ def cmd_reference(args: argparse.Namespace) -> int:
         print(f"reference README written: {folder / 'README.md'}")
         return 0
     if args.assemble_only:
-        final = assemble(gpu, out_root=out_root)
+        from .compact import usable_jobs
+
+        final = assemble(gpu, out_root=out_root, jobs=usable_jobs(args.cores))
         fleet(out_root)
     else:
         final = make_reference(gpu, cores=args.cores)
@@ -231,7 +234,13 @@ def add_document_commands(sub) -> None:
         "0 with its twin -> results/reference/<GPU>/, then the fleet report",
     )
     s.add_argument("--gpu", help="the folder's name, e.g. h100 (all but --compact-only)")
-    s.add_argument("--cores", type=int, default=8, help="Snakemake's --cores (default 8)")
+    s.add_argument(
+        "--cores",
+        type=int,
+        default=8,
+        help="Snakemake's --cores, and the files compacted at once (at most this machine's "
+        "cores; default 8)",
+    )
     s.add_argument("--out-root", default="results/reference", help=argparse.SUPPRESS)
     how = s.add_mutually_exclusive_group()
     how.add_argument(

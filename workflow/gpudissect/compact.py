@@ -190,24 +190,40 @@ def compact_png(path: str | os.PathLike) -> Compacted:
 # ---- a folder --------------------------------------------------------------------------------
 
 
+def _compact_one(path: Path, levels: tuple[int, ...]) -> Compacted:
+    if path.suffix == ".parquet":
+        return compact_parquet(path, levels=levels)
+    return compact_png(path)
+
+
+def usable_jobs(cores: int) -> int:
+    """The files compacted at once for a run given `cores`: at most this machine's cores."""
+    return max(1, min(cores, os.cpu_count() or 1))
+
+
 def compact_folder(
-    folder: str | os.PathLike, *, levels: tuple[int, ...] = COMPACT_LEVELS
+    folder: str | os.PathLike, *, levels: tuple[int, ...] = COMPACT_LEVELS, jobs: int = 1
 ) -> list[Compacted]:
-    """Compact every Parquet and PNG file under `folder` in place (hidden files skipped)."""
+    """Compact every Parquet and PNG file under `folder` in place (hidden files skipped), in
+    `jobs` processes at once; the outcomes in path order."""
     folder = Path(folder)
     if not folder.is_dir():
         raise GpuDissectError(f"compact: {folder} is not a folder")
-    done = []
-    for path in sorted(folder.rglob("*")):
-        if not path.is_file() or any(
-            part.startswith(".") for part in path.relative_to(folder).parts
-        ):
-            continue
-        if path.suffix == ".parquet":
-            done.append(compact_parquet(path, levels=levels))
-        elif path.suffix == ".png":
-            done.append(compact_png(path))
-    return done
+    if not (isinstance(jobs, int) and jobs >= 1):
+        raise GpuDissectError(f"compact: jobs {jobs!r} not allowed; give a whole number >= 1")
+    paths = [
+        path
+        for path in sorted(folder.rglob("*"))
+        if path.is_file()
+        and path.suffix in (".parquet", ".png")
+        and not any(part.startswith(".") for part in path.relative_to(folder).parts)
+    ]
+    if jobs == 1 or len(paths) < 2:
+        return [_compact_one(path, levels) for path in paths]
+    from concurrent.futures import ProcessPoolExecutor
+
+    with ProcessPoolExecutor(max_workers=min(jobs, len(paths))) as pool:
+        return list(pool.map(_compact_one, paths, [levels] * len(paths)))
 
 
 def summary(done: list[Compacted]) -> str:

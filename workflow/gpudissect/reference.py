@@ -26,7 +26,7 @@ from typing import Any
 
 import pyarrow.parquet as pq
 
-from .compact import COMPACT_LEVELS
+from .compact import COMPACT_LEVELS, usable_jobs
 from .exceptions import ConfigError, GpuDissectError
 from .sweep import TIMING_TAG
 
@@ -195,11 +195,13 @@ def assemble(
     root: Path = Path("."),
     out_root: Path | None = None,
     compact_levels: tuple[int, ...] = COMPACT_LEVELS,
+    jobs: int = 1,
 ) -> Path:
     """Copy the run under `root` (results/, logs/) into `out_root/<gpu>/` in the fixed layout,
     compacted losslessly (`compact`: Parquet columns at the best of the zstd levels
-    `compact_levels`, PNGs optimized; `()` leaves every file as the run wrote it); built
-    beside it and moved into place at the end, so a failure leaves the old folder."""
+    `compact_levels`, PNGs optimized, `jobs` files at once; `()` leaves every file as the run
+    wrote it); built beside it and moved into place at the end, so a failure leaves the old
+    folder."""
     check_name(gpu)
     results = root / "results"
     out_root = out_root or results / "reference"
@@ -226,7 +228,8 @@ def assemble(
         if compact_levels:
             from .compact import compact_folder, summary
 
-            print(f"reference compacted: {summary(compact_folder(out, levels=compact_levels))}")
+            done = compact_folder(out, levels=compact_levels, jobs=jobs)
+            print(f"reference compacted: {summary(done)}")
         if final.exists():
             shutil.rmtree(final)
         os.replace(out, final)
@@ -259,7 +262,7 @@ def make_reference(gpu: str, *, cores: int, configs: tuple[str, ...] = CONFIGS) 
     extra = resume_args()
     run_measured(cores, configs, extra=extra)
     _snakemake(cores, ["all"], configs, extra)
-    final = assemble(gpu)
+    final = assemble(gpu, jobs=usable_jobs(cores))
     fleet(final.parent)
     return final
 
