@@ -71,7 +71,8 @@ def cuda_backend_with(tmp_path_factory, nvcc):
         return backend
 
     yield open_with
-    for backend in opened:
+    # last opened first: each backend pushed its context onto the thread's stack
+    for backend in reversed(opened):
         backend.close()
 
 
