@@ -333,20 +333,47 @@ def peer_stream(backend: CudaBackend, work: PeerStreamWork, **_: object) -> Timi
     return Timings(elapsed_ns=ns, sm_clock_mhz=float(sm or "nan"))
 
 
+def _peer_copy_call(s: _Session, work: PeerCopyWork, dst_buf, src_buf):
+    """`(launch(stream), api)`: cuMemcpyPeerAsync through cuda-python where it is installed
+    (the driver API nvbandwidth's copy-engine copies use, the contexts named), else pycuda's
+    cuMemcpyDtoDAsync of the two device pointers (unified addressing resolves them to their
+    GPUs; peer access routes the copy over the link)."""
+    try:
+        from cuda.bindings import driver as cu
+    except ImportError:
+        cu = None
+    if cu is None:
+
+        def dtod(stream):
+            s.drv.memcpy_dtod_async(dst_buf, src_buf, work.bytes_total, stream)
+
+        return dtod, "cuMemcpyDtoDAsync"
+    dst_ctx = cu.CUcontext(int(s.backends[work.dst].context.handle))
+    src_ctx = cu.CUcontext(int(s.backends[work.src].context.handle))
+
+    def peer(stream):
+        (err,) = cu.cuMemcpyPeerAsync(
+            cu.CUdeviceptr(int(dst_buf)),
+            dst_ctx,
+            cu.CUdeviceptr(int(src_buf)),
+            src_ctx,
+            work.bytes_total,
+            cu.CUstream(int(stream.handle)),
+        )
+        if err != cu.CUresult.CUDA_SUCCESS:
+            raise DeviceUnavailable(f"cuMemcpyPeerAsync failed: {err}")
+
+    return peer, "cuMemcpyPeerAsync"
+
+
 @handles("cuda", PeerCopyWork)
 def peer_copy(backend: CudaBackend, work: PeerCopyWork, **_: object) -> Timings:
-    """A copy-engine copy from src's memory to dst's: cuMemcpyDtoDAsync of two device pointers
-    on different GPUs (unified addressing resolves them; peer access routes it over the link),
-    issued and timed on a stream of src."""
+    """A copy-engine copy from src's memory to dst's, issued and timed on a stream of src."""
     s = _session(backend)
     src_buf = s.buffer(work.src, "copy_src", work.bytes_total)
     dst_buf = s.buffer(work.dst, "copy_dst", work.bytes_total)
     with s.on(work.src) as b:
-        drv = b.drv
-        ns = _timed(
-            b,
-            lambda st: drv.memcpy_dtod_async(dst_buf, src_buf, work.bytes_total, st),
-            work.repetitions,
-        )
+        launch, api = _peer_copy_call(s, work, dst_buf, src_buf)
+        ns = _timed(b, launch, work.repetitions)
         sm = b.sm_clock()
-    return Timings(elapsed_ns=ns, sm_clock_mhz=float(sm or "nan"))
+    return Timings(elapsed_ns=ns, sm_clock_mhz=float(sm or "nan"), method=api)

@@ -128,4 +128,6 @@ def peer_copy(backend: SimBackend, work: PeerCopyWork, *, seed: int = 0) -> Timi
         repetitions=work.repetitions,
         seed=point_seed(backend.seed, seed),
     )
-    return Timings(elapsed_ns=ns, sm_clock_mhz=float(backend.profile.clocks.sm_mhz))
+    return Timings(
+        elapsed_ns=ns, sm_clock_mhz=float(backend.profile.clocks.sm_mhz), method="link model"
+    )

@@ -170,6 +170,7 @@ class PeerCopyWork:
 class Timings:
     elapsed_ns: np.ndarray  # one per timed repetition
     sm_clock_mhz: float
+    method: str = ""  # the driver call a copy used (cuMemcpyPeerAsync, ...); "" for a launch
 
 
 @dataclass(frozen=True)

@@ -81,7 +81,7 @@ SCHEMA = pa.schema(
         pa.field("nvlink_count", pa.int16()),
         pa.field("nvlink_version", pa.int16()),
         pa.field("common_ancestor", pa.string()),
-        pa.field("detail", pa.string()),  # skipped: what and why
+        pa.field("detail", pa.string()),  # skipped: what and why; copy: the driver call
     ]
 )
 
@@ -377,6 +377,7 @@ def _record(rows: _Rows, label: str, work: Any, result: Any) -> None:
         repetition=np.arange(len(ns), dtype=np.int16),
         elapsed_ns=ns,
         sm_clock_mhz=result.sm_clock_mhz,
+        detail=getattr(result, "method", ""),
     )
 
 

@@ -255,13 +255,14 @@ def _copy(copy: pd.DataFrame, src: int, dst: int) -> dict[str, Any]:
         return {"bandwidth_gbps": undetermined(reason)}
     gbps, fixed, rel = fit
     sizes = sorted(int(b) for b in c["bytes_moved"].unique())
+    api = ", ".join(sorted(set(c["detail"]) - {""})) or "copy"
     method = "least-squares slope of elapsed time against bytes copied (its inverse)"
     return {
         "bandwidth_gbps": quantity(
             round(gbps, 3),
             unit="GB/s",
             confidence=1.0 - min(1.0, 10 * rel),
-            method=f"copy engine (cuMemcpyPeer), {method}",
+            method=f"copy engine ({api}), {method}",
             evidence=f"{len(c)} copies of {sizes} bytes",
         ),
         "fixed_ns": quantity(
