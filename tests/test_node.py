@@ -298,3 +298,62 @@ def node_experiment_run(backend, device):
     from gpudissect.experiments import node as node_experiment
 
     return node_experiment.run(backend, device.params["node"], device=device)
+
+
+class _FakeNvml:
+    """pynvml as NVML answers on a host of three GPUs: GPUs 0 and 1 joined by 18 NVLinks (4.0),
+    GPU 2 on NVSwitches by 2 links, every pair under one PCIe host bridge."""
+
+    NVML_TOPOLOGY_HOSTBRIDGE = 30
+    NVML_TOPOLOGY_SYSTEM = 50
+    NVML_NVLINK_DEVICE_TYPE_SWITCH = 2
+
+    class _Pci:
+        def __init__(self, bus: str) -> None:
+            self.busId = bus.encode()
+
+    BUS = {0: "00000000:18:00.0", 1: "00000000:2A:00.0", 2: "00000000:3B:00.0"}
+
+    def nvmlInit(self):
+        pass
+
+    def nvmlDeviceGetHandleByPciBusId(self, bus):
+        return {"0000:18:00.0": 0, "0000:2a:00.0": 1, "0000:3b:00.0": 2}[bus.lower()]
+
+    def nvmlDeviceGetNvLinkState(self, h, link):
+        return 1 if (h in (0, 1) and link < 18) or (h == 2 and link < 2) else 0
+
+    def nvmlDeviceGetNvLinkVersion(self, h, link):
+        return 4
+
+    def nvmlDeviceGetNvLinkRemotePciInfo_v2(self, h, link):
+        if h == 2:
+            return self._Pci("00000000:99:00.0")  # an NVSwitch
+        return self._Pci(self.BUS[1 - h])
+
+    def nvmlDeviceGetNvLinkRemoteDeviceType(self, h, link):
+        return 2 if h == 2 else 0
+
+    def nvmlDeviceGetTopologyCommonAncestor(self, a, b):
+        return 30
+
+
+def test_nvml_link_facts_count_direct_links_and_name_the_ancestor(monkeypatch):
+    from gpudissect.backends import node_cuda
+
+    monkeypatch.setitem(sys.modules, "pynvml", _FakeNvml())
+    nvml = node_cuda._Nvml({0: "0000:18:00.0", 1: "0000:2A:00.0", 2: "0000:3B:00.0"})
+    assert nvml.nvlinks(0, 1) == ("nvlink", 18, 4)
+    assert nvml.nvlinks(1, 0) == ("nvlink", 18, 4)
+    # GPU 0's links all end at GPU 1: none reaches GPU 2
+    assert nvml.nvlinks(0, 2) == ("", 0, 0)
+    assert nvml.nvlinks(2, 0) == ("nvswitch", 2, 4)
+    assert nvml.common_ancestor(0, 1) == "NVML_TOPOLOGY_HOSTBRIDGE"
+
+
+def test_nvml_absent_leaves_the_links_unknown(monkeypatch):
+    from gpudissect.backends import node_cuda
+
+    monkeypatch.setitem(sys.modules, "pynvml", None)  # import fails
+    nvml = node_cuda._Nvml({0: "0000:18:00.0"})
+    assert nvml.nvlinks(0, 0) == ("", 0, 0) and nvml.common_ancestor(0, 0) == ""
