@@ -357,3 +357,96 @@ def test_nvml_absent_leaves_the_links_unknown(monkeypatch):
     monkeypatch.setitem(sys.modules, "pynvml", None)  # import fails
     nvml = node_cuda._Nvml({0: "0000:18:00.0"})
     assert nvml.nvlinks(0, 0) == ("", 0, 0) and nvml.common_ancestor(0, 0) == ""
+
+
+class _FakeDriver:
+    """Just enough of pycuda.driver for the node session: a context stack, peer access as a
+    table, allocations that remember the context they were made in."""
+
+    class LogicError(Exception):
+        pass
+
+    def __init__(self, access: set[tuple[int, int]]) -> None:
+        self.stack: list = []
+        self.access = access
+        self.enabled: list[tuple[int, int]] = []
+        driver = self
+
+        class Context:
+            def __init__(self, gpu: int) -> None:
+                self.gpu = gpu
+
+            def push(self) -> None:
+                driver.stack.append(self)
+
+            @staticmethod
+            def pop() -> None:
+                driver.stack.pop()
+
+            @staticmethod
+            def enable_peer_access(peer) -> None:
+                driver.enabled.append((driver.stack[-1].gpu, peer.gpu))
+
+        self.Context = Context
+
+    def mem_alloc(self, nbytes: int):
+        driver = self
+
+        class Alloc:
+            gpu = driver.stack[-1].gpu
+
+            def free(self) -> None:
+                assert driver.stack[-1].gpu == self.gpu, "freed in another GPU's context"
+
+        return Alloc()
+
+    def mem_get_info(self):
+        return (1000 + self.stack[-1].gpu, 2000)
+
+
+def _fake_backend_type(driver: _FakeDriver, opened: list):
+    class Device:
+        def __init__(self, gpu: int) -> None:
+            self.gpu = gpu
+
+        def can_access_peer(self, other) -> bool:
+            return (self.gpu, other.gpu) in driver.access
+
+    class Backend:
+        def __init__(self, *, index: int, cubin_dir=None, exclusive: bool = False) -> None:
+            self.drv, self.index, self.cubin_dir = driver, index, cubin_dir
+            self.device, self.context = Device(index), driver.Context(index)
+            self.exclusive, self.closed, self._closers = exclusive, False, []
+            driver.stack.append(self.context)  # make_context leaves it current
+            opened.append(self)
+
+        def on_close(self, fn) -> None:
+            self._closers.append(fn)
+
+        def close(self) -> None:
+            for fn in self._closers:
+                fn(self)
+            assert driver.stack.pop() is self.context, "closed while another context was current"
+            self.closed = True
+
+    return Backend
+
+
+def test_node_session_keeps_the_first_gpus_context_current_and_gives_every_gpu_back():
+    from gpudissect.backends.node_cuda import _Session
+
+    driver = _FakeDriver(access={(0, 1), (1, 0), (0, 2), (2, 0)})  # 1 and 2 see only 0
+    opened: list = []
+    lead = _fake_backend_type(driver, opened)(index=0, exclusive=True)
+    session = _Session(lead, (0, 1, 2))
+    assert driver.stack == [lead.context]
+    assert all(b.exclusive for b in opened)  # every GPU's measurement lock is held
+    assert sorted(driver.enabled) == [(0, 1), (0, 2), (1, 0), (2, 0)]
+    assert session.access[(1, 2)] is False and session.access[(0, 1)] is True
+    buf = session.buffer(2, "stream", 64)
+    assert buf.gpu == 2 and driver.stack == [lead.context]  # made in GPU 2's context
+    with session.on(1) as b:
+        assert b.index == 1 and driver.stack[-1].gpu == 1
+    assert [session.free_bytes(g) for g in (0, 1, 2)] == [1000, 1001, 1002]
+    lead.close()
+    assert driver.stack == [] and all(b.closed for b in opened)
