@@ -89,6 +89,17 @@ def test_node2_caching_of_peer_lines(node2):
     assert "not_applicable" in forward["cg"]["l1_keeps_peer_lines"]
 
 
+def test_node2_capacity_for_peer_lines(node2):
+    # GPU 0's 16 KiB L1 keeps GPU 1's lines: the walk of 128-byte strides fits up to 16 KiB
+    # (128 lines, 4 ways x 32 sets, LRU) and misses every line beyond; its L2 keeps none
+    ca = _pair(node2, 0, 1)["caching"]["ca"]
+    assert _value(ca["l1_peer_capacity_bytes"]) == 16384
+    assert "not_applicable" in ca["l2_peer_capacity_bytes"]
+    back = _pair(node2, 1, 0)["caching"]["ca"]
+    assert "not_applicable" in back["l1_peer_capacity_bytes"]
+    assert "not_applicable" in back["l2_peer_capacity_bytes"]
+
+
 def test_node2_bandwidths(node2):
     # SM packets carry 128 bytes and a 16-byte header: reads tend to bandwidth x 128 / 144;
     # copy packets carry 256 bytes: bandwidth x 256 / 272, after 5000 ns of set-up
@@ -153,6 +164,22 @@ def test_node4_pairs(node4, pair, link):
     caching = p["caching"]["ca"]
     assert _value(caching["l1_keeps_peer_lines"]) is ("l1d" in kept)
     assert _value(caching["l2_keeps_peer_lines"]) is ("l2" in kept)
+
+
+@pytest.mark.parametrize(
+    ("pair", "l1", "l2"),
+    # the walk's 128-byte strides use every other set of the 64-byte-line caches: the 8 KiB
+    # L1 (2 ways x 64 sets) holds 64 of them (8 KiB of footprint), the 128 KiB L2 (16 ways x
+    # 128 sets) 1024 (128 KiB)
+    [((0, 1), 8192, 131072), ((1, 0), None, 131072), ((2, 3), 8192, None)],
+)
+def test_node4_capacity_for_peer_lines(node4, pair, l1, l2):
+    ca = _pair(node4, *pair)["caching"]["ca"]
+    for key, expected in (("l1_peer_capacity_bytes", l1), ("l2_peer_capacity_bytes", l2)):
+        if expected is None:
+            assert "not_applicable" in ca[key], ca[key]
+        else:
+            assert _value(ca[key]) == expected, ca[key]
 
 
 def test_node4_tlb_reach_on_peer_and_own_memory(node4):

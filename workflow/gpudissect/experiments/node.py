@@ -9,6 +9,9 @@ For every ordered pair (a, b) of the node's GPUs with peer access, GPU a measure
   against the number of SMs and the access size (4, 8, 16 bytes a thread), timed with events;
 - `copy`: copy-engine copies (cuMemcpyPeer, the nvbandwidth-style number) of several sizes;
 - `atomic`: dependent atomics on b's memory, each timed (`kernels/node.cu`), and on a's own;
+- `chase` with footprint `capacity`: the peer P-chase over footprints growing by a factor of
+  sqrt(2) from the L1 footprint to twice the L2 (`capacity`): where the latency steps up is the
+  capacity of the nearest cache that keeps the peer's lines;
 - `chase` with footprint `tlb`: the P-chase at page stride over footprints that double from
   `tlb.start_bytes` to `tlb.stop_bytes`, one line a page, each page's line one `line_skew_bytes`
   further into its page than the last one's (the lines spread over the L2's sets instead of
@@ -130,6 +133,9 @@ class NodeSweep:
     repetitions: int
     atomic_footprint_bytes: int
     atomic_record_steps: int
+    capacity_paths: tuple[str, ...]  # (): no capacity series
+    capacity_stop_bytes: int | None  # None: `auto` (twice the L2)
+    capacity_record_steps: int
     tlb_path: str | None  # None: no TLB series
     tlb_stride_bytes: int
     tlb_skew_bytes: int
@@ -169,6 +175,7 @@ def parse_params(section: dict, key: str) -> NodeSweep:
             f"{key}.copy.sizes_bytes: {copies} has fewer than two sizes; allowed: "
             "two or more sizes (the copy bandwidth is the slope of time against bytes)"
         )
+    cap = section["capacity"]
     tlb = section["tlb"]
     if tlb["stop_bytes"] < tlb["start_bytes"] or tlb["start_bytes"] < tlb["stride_bytes"]:
         raise ConfigError(
@@ -197,6 +204,9 @@ def parse_params(section: dict, key: str) -> NodeSweep:
         repetitions=section["repetitions"],
         atomic_footprint_bytes=section["atomic"]["footprint_bytes"],
         atomic_record_steps=section["atomic"]["record_steps"],
+        capacity_paths=tuple(cap["paths"]) if cap["enabled"] else (),
+        capacity_stop_bytes=None if cap["stop_bytes"] == AUTO else int(cap["stop_bytes"]),
+        capacity_record_steps=cap["record_steps"],
         tlb_path=tlb["path"] if tlb["enabled"] else None,
         tlb_stride_bytes=tlb["stride_bytes"],
         tlb_skew_bytes=tlb["line_skew_bytes"],
@@ -290,6 +300,32 @@ def _chase_works(sweep: NodeSweep, src: int, dst: int, sizes: dict[str, int | No
 
 
 TLB_MAX_RECORD_STEPS = 4096
+CAPACITY_GROWTH = 2**0.5
+
+
+def capacity_footprints(start: int, stop: int, stride: int) -> tuple[int, ...]:
+    """Footprints from `start` to `stop` growing by sqrt(2), each a whole number of strides."""
+    sizes: list[int] = []
+    x = float(start)
+    while x <= stop:
+        size = max(stride, int(x) // stride * stride)
+        if not sizes or size > sizes[-1]:
+            sizes.append(size)
+        x *= CAPACITY_GROWTH
+    return tuple(sizes)
+
+
+def _capacity_works(sweep: NodeSweep, src: int, dst: int, l2_bytes: int | None):
+    start = sweep.footprints_bytes["l1"]
+    stop = sweep.capacity_stop_bytes or (2 * l2_bytes if l2_bytes else None)
+    if src == dst or not sweep.capacity_paths or start is None or stop is None:
+        return
+    for path in sweep.capacity_paths:
+        for size in capacity_footprints(start, stop, sweep.stride_bytes):
+            warmup = chain_pass_steps(array_bytes=size, stride_bytes=sweep.stride_bytes)
+            yield PeerChaseWork(
+                src, dst, path, size, sweep.stride_bytes, warmup, sweep.capacity_record_steps
+            )
 
 
 def _tlb_works(sweep: NodeSweep, src: int, dst: int):
@@ -316,6 +352,8 @@ def _pair_works(sweep: NodeSweep, facts: NodeFacts, src: int, dst: int, sizes: d
     """(label, work, bytes it allocates on dst) of one ordered pair (src == dst: baseline)."""
     for name, work in _chase_works(sweep, src, dst, sizes):
         yield name, work, work.footprint_bytes
+    for work in _capacity_works(sweep, src, dst, facts.l2_bytes):
+        yield "capacity", work, work.footprint_bytes
     for work in _tlb_works(sweep, src, dst):
         yield "tlb", work, work.footprint_bytes
     fp = sweep.atomic_footprint_bytes

@@ -178,9 +178,80 @@ def _caching(chase: pd.DataFrame, src: int, dst: int, paths: list[str]) -> dict[
             )
             for lvl in ("l1", "l2")
         }
-        out[path]["peer_capacity_bytes"] = undetermined(
-            "the chase runs one footprint inside each cache, no size sweep over peer memory"
-        )
+        out[path].update(_capacities(chase, src, dst, path, out[path]))
+    return out
+
+
+def latency_steps(samples: dict[int, np.ndarray]) -> list[tuple[int, int, float, float]]:
+    """(last size below, first size above, median below, median above) of every step up of a
+    size series: a footprint whose median lies above the current plateau's first one by more
+    than the tolerance starts a new plateau."""
+    sizes = sorted(samples)
+    medians = [float(np.median(samples[k])) for k in sizes]
+    steps, base = [], 0
+    for i in range(1, len(sizes)):
+        if medians[i] > medians[base] + tolerance_cycles(samples[sizes[base]], samples[sizes[i]]):
+            steps.append((sizes[i - 1], sizes[i], medians[i - 1], medians[i]))
+            base = i
+    return steps
+
+
+def _capacity_q(step: tuple[int, int, float, float], cache: str, path: str) -> dict[str, Any]:
+    below, above, m_below, m_above = step
+    return quantity(
+        below,
+        unit="bytes",
+        confidence=0.8,
+        method=(
+            f"peer P-chase on path {path} over footprints growing by sqrt(2): the largest "
+            f"footprint before the step up that the {cache} holding the peer's lines ends "
+            "(a step: the median above the plateau's first by more than the tolerance)"
+        ),
+        evidence=f"{m_below:.0f} cycles at {below} bytes, {m_above:.0f} at {above}",
+    )
+
+
+def _capacities(
+    chase: pd.DataFrame, src: int, dst: int, path: str, caching: dict[str, Any]
+) -> dict[str, Any]:
+    """The capacity of src's L1 and L2 for dst's lines on `path`: the steps of the capacity
+    series, the first one the L1's where it keeps them, the next (or the first) the L2's."""
+    m = (
+        (chase["src_gpu"] == src)
+        & (chase["dst_gpu"] == dst)
+        & (chase["path"] == path)
+        & (chase["footprint"] == "capacity")
+    )
+    series = chase[m]
+    keys = ("l1_peer_capacity_bytes", "l2_peer_capacity_bytes")
+    if series.empty:
+        return {k: undetermined(f"{NOT_MEASURED}: the capacity series on {path}") for k in keys}
+    samples = {
+        int(k): g.to_numpy(dtype=np.float64)
+        for k, g in series.groupby("footprint_bytes")["latency_cycles"]
+    }
+    steps = latency_steps(samples)
+    out: dict[str, Any] = {}
+    for key, level in zip(keys, ("l1", "l2"), strict=True):
+        kept = caching[f"{level}_keeps_peer_lines"]
+        if kept.get("value") is None:
+            out[key] = {k: v for k, v in kept.items() if k in ("value", "undetermined")}
+            if "not_applicable" in kept:
+                out[key] = not_applicable(kept["not_applicable"])
+            continue
+        if kept["value"] is False:
+            out[key] = not_applicable(f"the {level.upper()} keeps no lines of the peer's memory")
+            continue
+        first_l1 = caching["l1_keeps_peer_lines"].get("value") is True
+        index = 1 if level == "l2" and first_l1 else 0
+        if index < len(steps):
+            out[key] = _capacity_q(steps[index], level.upper(), path)
+        else:
+            top = max(samples)
+            out[key] = undetermined(
+                f"the capacity series on {path} has {len(steps)} step(s) up to {top} bytes: "
+                f"the {level.upper()}'s capacity for peer lines lies beyond it"
+            )
     return out
 
 
