@@ -178,7 +178,7 @@ def test_pipeline_report_has_the_node_table_and_heat_maps(pipeline):
     csv = (pipeline / "results/report/tables/node.csv").read_text().splitlines()
     assert csv[0].startswith("pair,link,peer access,ca hit / miss")
     assert [row.split(",")[0] for row in csv[1:]] == ["gpu0 -> gpu1", "gpu1 -> gpu0"]
-    for stem in ("node_latency", "node_bandwidth"):
+    for stem in ("node_latency", "node_bandwidth", "node_streams"):
         assert (pipeline / f"results/figures/node2/{stem}.png").stat().st_size > 0
     assert "### The node: peer memory and links" in (
         pipeline / "results/report/report.md"

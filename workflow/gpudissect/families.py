@@ -385,9 +385,9 @@ _FAMILIES = (
         name="node",
         experiment="node",
         analyse="analysis.node.node:analyse",
-        table="analysis.node.node:figure_table",
+        table="analysis.node.table:figure_table",
         plot="plotting.node:plot_node",
-        figures=("node_latency", "node_bandwidth"),
+        figures=("node_latency", "node_bandwidth", "node_streams"),
         report_section="report.sections_node:node_section",
     ),
 )
