@@ -4,8 +4,8 @@
 // the latency of a dependent atomic on it. The peer P-chase itself is kernels/pchase.cu,
 // launched by the loading GPU over a chain in the peer's memory (peer access enabled).
 // How:
-// - stream_read_v{4,8,16}: every thread of a grid of one block per SM walks the buffer in a
-//   grid-stride loop, loading 4, 8 or 16 bytes at a time (consecutive threads on consecutive
+// - stream_read_v{4,8,16}: every thread of a grid of N blocks (the block scheduler spreads a
+//   grid no larger than the SM count one block to an SM) walks the buffer in a grid-stride loop, loading 4, 8 or 16 bytes at a time (consecutive threads on consecutive
 //   elements: every warp load is coalesced) and folding them into a register by XOR; the fold
 //   goes to a sink only when it equals an impossible value, so no load is removed. The host
 //   times the launch with CUDA events (the method of nvbandwidth's SM copies and of Li et al.,
