@@ -183,9 +183,8 @@ def gpu_count(wildcards):
     if DEVICES[wildcards.device].backend != "cuda":
         return 0
     if getattr(wildcards, "experiment", None) == "node":
-        return max(
-            1, len(node_gpus(wildcards.device))
-        )  # every GPU of the node, one host
+        # every GPU of the node, on one host
+        return max(1, len(node_gpus(wildcards.device)))
     return 1
 
 
@@ -364,9 +363,8 @@ def report_tables(study=None):
     if study is None and len(REPORTED) > 1:
         names.append("fleet")
     if study is None and any(d.enabled("node") for d in RUN.devices):
-        names.append(
-            "node"
-        )  # the pair table of the node section (report/sections_node.py)
+        # the pair table of the node section (report/sections_node.py)
+        names.append("node")
     return names + ["provenance", "regenerate"]
 
 
