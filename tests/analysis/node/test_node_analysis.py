@@ -221,3 +221,17 @@ def test_time_budget_skips_and_leaves_readings_undetermined():
     assert p["skipped"] and all("time_budget_s" in s for s in p["skipped"])
     assert "undetermined" in p["latency"]["ca"]["hit_latency_cycles"]
     assert "undetermined" in p["copy"]["bandwidth_gbps"]
+
+
+def test_a_chase_that_left_its_chain_is_left_out_and_named():
+    # the GPU backend marks a chase whose loads returned other indices than the chain's (a
+    # stale line): the analysis drops its rows instead of reading them as latencies
+    data, _ = _run("node2_sim")
+    rows = (data["kind"] == "chase") & (data["src_gpu"] == 0) & (data["dst_gpu"] == 1)
+    rows &= (data["path"] == "ca") & (data["footprint"] == "l1")
+    data.loc[rows, "detail"] = "the walk left the chain"
+    pair = _pair(analyse(data, provenance={"device": "n"})["node"], 0, 1)
+    assert "undetermined" in pair["latency"]["ca"]["hit_latency_cycles"]
+    assert "undetermined" in pair["caching"]["ca"]["l1_keeps_peer_lines"]
+    assert any("the walk left the chain" in s for s in pair["skipped"])
+    assert _value(pair["latency"]["cg"]["hit_latency_cycles"]) == pytest.approx(930, abs=3)

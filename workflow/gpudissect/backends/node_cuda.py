@@ -279,9 +279,15 @@ def peer_chase(backend: CudaBackend, work: PeerChaseWork, **_: object) -> ChaseR
     s = _session(backend)
     chase, buf = _chain_on(s, work)
     with s.on(work.src) as b:
-        latency, _ = b.launch_chase(chase, buf, carveout_pct=None)
+        latency, indices = b.launch_chase(chase, buf, carveout_pct=None)
         sm = b.sm_clock()
-    return ChaseRecords(latency_cycles=latency, sm_clock_mhz=float(sm or "nan"))
+    # each timed load returns the next visited element: a stale copy of an earlier array's
+    # line (a cache that keeps peer lines across launches without seeing the new writes) would
+    # send the walk elsewhere
+    visited = work.visited()
+    expected = visited[(work.warmup_steps + 1 + np.arange(work.record_steps)) % len(visited)]
+    ok = bool(np.array_equal(indices.astype(np.int64), expected))
+    return ChaseRecords(latency_cycles=latency, sm_clock_mhz=float(sm or "nan"), walk_ok=ok)
 
 
 @handles("cuda", PeerAtomicWork)

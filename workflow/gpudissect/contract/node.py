@@ -128,6 +128,9 @@ def chase_launch(work: PeerChaseWork | PeerAtomicWork, path: str):
 class ChaseRecords:
     latency_cycles: np.ndarray  # one per recorded load
     sm_clock_mhz: float
+    # whether the loads returned the chain's indices, where the backend checks (None: not
+    # checked); a walk that left the chain read lines that no longer hold the array
+    walk_ok: bool | None = None
 
 
 @dataclass(frozen=True)

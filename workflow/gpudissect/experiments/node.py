@@ -56,6 +56,9 @@ log = logging.getLogger(__name__)
 NAME = "node"
 KERNELS = ("pchase", "node")
 FOOTPRINTS = ("l1", "l2", "beyond")
+# a chase row's detail where its loads did not return the chain's indices (the analysis leaves
+# such a chase out and names it)
+WALK_LEFT_CHAIN = "the walk left the chain"
 ACCESS_BYTES = (4, 8, 16)
 
 SCHEMA = pa.schema(
@@ -84,7 +87,8 @@ SCHEMA = pa.schema(
         pa.field("nvlink_count", pa.int16()),
         pa.field("nvlink_version", pa.int16()),
         pa.field("common_ancestor", pa.string()),
-        pa.field("detail", pa.string()),  # skipped: what and why; copy: the driver call
+        # skipped: what and why; copy: the driver call; chase: WALK_LEFT_CHAIN where it did
+        pa.field("detail", pa.string()),
     ]
 )
 
@@ -399,6 +403,7 @@ def _record(rows: _Rows, label: str, work: Any, result: Any) -> None:
             step=np.arange(len(lat), dtype=np.int32),
             latency_cycles=lat,
             sm_clock_mhz=result.sm_clock_mhz,
+            detail=WALK_LEFT_CHAIN if getattr(result, "walk_ok", None) is False else "",
         )
         return
     ns = np.asarray(result.elapsed_ns, dtype=np.float64)

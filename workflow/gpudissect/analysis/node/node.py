@@ -16,6 +16,8 @@ Per ordered pair (a, b) with peer access:
 - copy bandwidth: the least-squares slope of elapsed time against bytes over every copy (its
   inverse; the intercept is the copy's fixed cost);
 - atomic latency: the median of the timed atomics, beside a's atomics on its own memory;
+- a chase whose loads did not return the chain's indices (a detail in its rows) is left out of
+  every reading and named under the pair's `skipped`;
 - TLB reach: over the page-stride series, the largest footprint before the median steps up
   for good by more than three median absolute deviations (a TLB miss may cost less than the
   10 % the caching readings allow: an H100's L1 TLB), beside a's reach on its own memory;
@@ -370,7 +372,8 @@ def analyse(
     if links.empty:
         doc["node"] = undetermined("the trace holds no link rows: the node sweep did not run")
         return doc
-    chase = data[data["kind"] == "chase"]
+    chase = data[(data["kind"] == "chase") & (data["detail"] == "")]
+    astray = data[(data["kind"] == "chase") & (data["detail"] != "")]
     stream = data[data["kind"] == "stream"]
     planned = set(data.loc[data["kind"].isin(["chase", "skipped"]), "path"])
     paths = [p for p in ("ca", "cg", "nc") if p in planned]
@@ -410,6 +413,14 @@ def analyse(
         mine = skipped[(skipped["src_gpu"] == s) & (skipped["dst_gpu"] == d)]
         if len(mine):
             pair["skipped"] = list(mine["detail"])
+        lost = astray[(astray["src_gpu"] == s) & (astray["dst_gpu"] == d)]
+        if len(lost):
+            # left out of every reading: its loads did not return the chain's indices
+            # (a chase row's detail is empty unless the sweep found its walk astray)
+            walks = lost.groupby(["path", "footprint", "footprint_bytes", "detail"]).size().index
+            pair["skipped"] = pair.get("skipped", []) + [
+                f"chase {p} {f} {b} B: {why}" for p, f, b, why in walks
+            ]
         pairs.append(pair)
     doc["node"] = {
         "gpus": [{"gpu": g, "name": names[g]} for g in gpus],
