@@ -81,6 +81,9 @@ def _q(q):
 def test_every_pair_is_measured_and_nothing_skipped(pair):
     data, node = pair
     assert (data["kind"] == "skipped").sum() == 0, data.loc[data["kind"] == "skipped", "detail"]
+    # every chase's loads returned its chain's indices (no walk through stale lines)
+    chases = data[data["kind"] == "chase"]
+    assert (chases["detail"] == "").all(), chases.loc[chases["detail"] != "", "detail"].unique()
     assert {(p["src"], p["dst"]) for p in node["pairs"]} == {(0, 1), (1, 0)}
     assert all(p["peer_access"] for p in node["pairs"])
 
