@@ -248,8 +248,11 @@ def test_a_cuda_device_with_twin_gets_a_sim_device_running_the_topology_experime
     enabled = {e for e in gpu.experiments if twin.enabled(e)}
     assert enabled == {e for e in TWIN_EXPERIMENTS if gpu.enabled(e)}
     # the experiments config/topology_only.yaml leaves enabled, and the structure ones
-    only = yaml.safe_load((REPO / "config/topology_only.yaml").read_text())["experiments"]
-    # `node` has no `enabled` key: the top-level key `node` runs it, on a node config alone
+    topology_only = yaml.safe_load((REPO / "config/topology_only.yaml").read_text())
+    only = topology_only["experiments"]
+    # the node experiment is not switched per experiment but by the top-level `node`, which
+    # topology_only.yaml sets to false
+    assert topology_only["node"] is False
     assert set(TOPOLOGY_EXPERIMENTS) == set(gpu.experiments) - set(only) - {"node"}
     assert not twin.enabled("node")
     assert set(TWIN_EXPERIMENTS) == set(TOPOLOGY_EXPERIMENTS) | set(STRUCTURE_EXPERIMENTS)
