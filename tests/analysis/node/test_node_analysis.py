@@ -127,6 +127,14 @@ def test_node2_atomics(node2):
     assert _value(node2["local"]["0"]["atomic_latency_cycles"]) == pytest.approx(290, abs=3)
 
 
+def test_node2_gpus_are_named_with_their_identity(node2):
+    assert node2["gpus"][1] == {
+        "gpu": 1,
+        "name": "gpu1",
+        "device": {"gpu": 1, "name": "Node test GPU", "profile": "node2_sim"},
+    }
+
+
 def test_node2_links_as_recorded(node2):
     link = _pair(node2, 0, 1)["link"]
     assert link == {
@@ -216,7 +224,7 @@ def test_node4_pcie_and_nvlink_bandwidths(node4):
 
 def test_time_budget_skips_and_leaves_readings_undetermined():
     data, doc = _run("node2_sim", time_budget_s=1e-9)
-    assert set(data["kind"]) == {"link", "skipped"}
+    assert set(data["kind"]) == {"gpu", "link", "skipped"}
     p = _pair(doc["node"], 0, 1)
     assert p["skipped"] and all("time_budget_s" in s for s in p["skipped"])
     assert "undetermined" in p["latency"]["ca"]["hit_latency_cycles"]

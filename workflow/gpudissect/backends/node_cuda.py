@@ -244,7 +244,14 @@ def node_facts(backend: CudaBackend, query: NodeQuery, **_: object) -> NodeFacts
         l2_bytes=_attr(backend, "L2_CACHE_SIZE") or None,
         sm_count=min(_attr(s.backends[g], "MULTIPROCESSOR_COUNT") for g in gpus),
         free_memory_bytes=tuple(s.free_bytes(g) for g in gpus),
+        identities=tuple(_identity(s.backends[g]) for g in gpus),
     )
+
+
+def _identity(b: CudaBackend) -> dict[str, Any]:
+    info = b.device_info()
+    keys = ("name", "index", "pci_bus_id", "uuid", "compute_capability", "driver_version")
+    return {k: info.get(k) for k in keys}
 
 
 def _records(b: CudaBackend, fn, args: tuple, record_steps: int, shared_bytes: int):

@@ -75,6 +75,9 @@ def node_facts(backend: SimBackend, query: NodeQuery, **_: object) -> NodeFacts:
         l2_bytes=facts.l2_bytes,
         sm_count=facts.sm_count,
         free_memory_bytes=(facts.total_memory_bytes,) * len(gpus),
+        identities=tuple(
+            {"name": backend.profile.gpu, "profile": backend.profile.name, "gpu": k} for k in gpus
+        ),
     )
 
 

@@ -47,6 +47,9 @@ class NodeFacts:
     l2_bytes: int | None  # of GPU gpus[0] (footprints around the L2 start from it)
     sm_count: int
     free_memory_bytes: tuple[int | None, ...]  # per GPU, now
+    # per GPU, what identifies it (the driver's name, UUID and PCI bus id on a GPU host; the
+    # profile on the simulator): recorded in the trace beside the sweep's own device's info
+    identities: tuple[dict, ...] = ()
 
 
 @dataclass(frozen=True)

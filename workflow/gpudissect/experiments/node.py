@@ -17,6 +17,7 @@ For every ordered pair (a, b) of the node's GPUs with peer access, GPU a measure
   further into its page than the last one's (the lines spread over the L2's sets instead of
   piling into one, so they stay in the L2 and a step is the TLB's), on the peer's memory and on
   a's own: the TLB reach on peer memory;
+- `gpu`: one row per GPU, what identifies it (name, UUID, PCI bus id; JSON in `detail`);
 - `link`: one row per ordered pair, what the driver and NVML say of it (peer access, NVLink
   count and version, the PCIe common ancestor).
 Every measurement is bounded: none starts once `time_budget_s` has passed since the sweep
@@ -26,6 +27,7 @@ left out gets a `skipped` row saying why. The sweep never uses NVLink multicast.
 
 from __future__ import annotations
 
+import json
 import logging
 import time
 from collections.abc import Callable
@@ -63,7 +65,8 @@ ACCESS_BYTES = (4, 8, 16)
 
 SCHEMA = pa.schema(
     [
-        pa.field("kind", pa.string()),  # link | chase | atomic | stream | copy | skipped
+        # gpu | link | chase | atomic | stream | copy | skipped
+        pa.field("kind", pa.string()),
         pa.field("src_gpu", pa.int16()),
         pa.field("dst_gpu", pa.int16()),
         pa.field("src_name", pa.string()),
@@ -87,7 +90,8 @@ SCHEMA = pa.schema(
         pa.field("nvlink_count", pa.int16()),
         pa.field("nvlink_version", pa.int16()),
         pa.field("common_ancestor", pa.string()),
-        # skipped: what and why; copy: the driver call; chase: WALK_LEFT_CHAIN where it did
+        # skipped: what and why; copy: the driver call; chase: WALK_LEFT_CHAIN where it did;
+        # gpu: the GPU's identity (JSON)
         pa.field("detail", pa.string()),
     ]
 )
@@ -448,6 +452,8 @@ def run(
     )
     rows = _Rows(facts)
     budget = _Budget(sweep, facts)
+    for gpu, identity in zip(facts.gpus, facts.identities, strict=False):
+        rows.add(1, gpu, gpu, kind="gpu", detail=json.dumps(identity, sort_keys=True))
     for link in facts.links:
         rows.add(
             1,

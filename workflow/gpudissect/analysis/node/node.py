@@ -26,6 +26,7 @@ Per ordered pair (a, b) with peer access:
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import numpy as np
@@ -422,8 +423,11 @@ def analyse(
                 f"chase {p} {f} {b} B: {why}" for p, f, b, why in walks
             ]
         pairs.append(pair)
+    identities = {
+        int(r.src_gpu): json.loads(r.detail) for r in data[data["kind"] == "gpu"].itertuples()
+    }
     doc["node"] = {
-        "gpus": [{"gpu": g, "name": names[g]} for g in gpus],
+        "gpus": [{"gpu": g, "name": names[g], "device": identities.get(g, {})} for g in gpus],
         "paths": paths,
         "local": local,
         "pairs": pairs,
