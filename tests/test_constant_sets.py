@@ -5,7 +5,6 @@ check of an `auto` line, and a GPU run (`pytest -m gpu`)."""
 
 from pathlib import Path
 
-import numpy as np
 import pandas as pd
 import pytest
 import yaml
@@ -57,7 +56,7 @@ def test_unequal_free_ways_per_set(tmp_path):
     free = [4, 3, 4, 4, 2, 4, 3, 4]
     doc = _doc(tmp_path, {"size_bytes": 64 * sum(free), "set_ways": free})
     assert _value(doc, "sets") == 8
-    assert _value(doc, "ways_per_set") == 4
+    assert _value(doc, "ways_per_set") == [4]
     assert _value(doc, "reserved_lines") == 32 - 28
     assert _value(doc, "set_index_bits") == [6, 7, 8]
     measured = {r["stride_lines"]: r["measured_lines"] for r in doc["strides"]}
@@ -70,7 +69,7 @@ def test_twelve_sets_modulo(tmp_path):
     # 12 sets x 3 ways, set = line mod 12: stride 1 holds 36 lines, stride 12 (one set) 3,
     # stride 8 (gcd 4: sets 0, 8, 4) 9
     doc = _doc(tmp_path, {"size_bytes": 12 * 3 * 64, "set_ways": [3] * 12})
-    assert (_value(doc, "sets"), _value(doc, "ways_per_set")) == (12, 3)
+    assert (_value(doc, "sets"), _value(doc, "ways_per_set")) == (12, [3])
     assert _value(doc, "index_kind") == "modulo"
     measured = {r["stride_lines"]: r["measured_lines"] for r in doc["strides"]}
     assert (measured[1], measured[8], measured[12]) == (36, 9, 3)
@@ -79,7 +78,7 @@ def test_twelve_sets_modulo(tmp_path):
 def test_fully_associative(tmp_path):
     # one set of 27 ways: 27 lines at every stride while 27 lines fit in constant memory
     doc = _doc(tmp_path, {"size_bytes": 27 * 64, "ways": 27})
-    assert (_value(doc, "sets"), _value(doc, "ways_per_set")) == (1, 27)
+    assert (_value(doc, "sets"), _value(doc, "ways_per_set")) == (1, [27])
     assert _value(doc, "index_kind") == "fully_associative"
     assert _value(doc, "reserved_lines") == 0
 
@@ -151,4 +150,4 @@ def test_gpu_constant_walks_find_a_model(tmp_path, nvcc):
     print([(r["stride_lines"], r["measured_lines"], r["predicted_lines"]) for r in doc["strides"]])
     assert _value(doc, "sets") is not None, doc["elements"]["constant_l1"]["sets"]
     assert all(r["agree"] for r in doc["strides"])
-    assert np.isfinite(_value(doc, "ways_per_set"))
+    assert _value(doc, "ways_per_set")[0] >= 1

@@ -43,7 +43,7 @@ def plot_constant_sets(data: pd.DataFrame, doc: dict, *, table: pd.DataFrame) ->
         bx.set_title(f"per start offset, stride {k} lines", fontsize=9)
     c = (doc.get("elements") or {}).get("constant_l1") or {}
     sets, ways = (c.get("sets") or {}).get("value"), (c.get("ways_per_set") or {}).get("value")
-    model = f"{sets} sets x {ways} ways" if sets and ways else "sets and ways undetermined"
+    model = f"{sets} sets x {ways[0]} ways" if sets and ways else "sets and ways undetermined"
     fig.suptitle(
         f"{doc.get('device', '')}: constant L1 capacity of cyclic walks ({model})", fontsize=10
     )

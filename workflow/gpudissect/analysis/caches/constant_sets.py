@@ -216,7 +216,8 @@ def analyse(
         f"{agreed} of {len(rows)} strides as predicted"
     )
     c["sets"] = quantity(sets, unit=None, confidence=conf, method=method, evidence=detail)
-    c["ways_per_set"] = quantity(ways, unit=None, confidence=conf, method=method, evidence=detail)
+    # a list, as every cache's ways_per_set (one entry, or one per set where they differ)
+    c["ways_per_set"] = quantity([ways], unit=None, confidence=conf, method=method, evidence=detail)
     c["reserved_lines"] = quantity(
         sets * ways - sum(free),
         unit="lines",
