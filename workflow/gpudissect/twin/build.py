@@ -163,7 +163,19 @@ def _cache(b: TopologyReader, element: str, fallback_line: int) -> dict[str, Any
         cite["sector_bytes"] = sector_cite
     ways = b.value(element, "ways_per_set")
     sets_measured = b.value(element, "sets")
-    if ways and sum(ways) == lines:
+    free = b.value(element, "free_ways_per_set")
+    if free and sets_measured and len(free) == sets_measured:
+        # the ways of each set a walk's data can use (the constant L1: lines the kernel keeps
+        # cached take the others): unequal sets from the array's first line on
+        out["set_ways"] = [int(w) for w in free]
+        cite["set_ways"] = b.cite(element, "free_ways_per_set")
+        out["size_bytes"] = sum(out["set_ways"]) * line
+        cite["size_bytes"] = (
+            f"derived: the free ways of the {len(free)} sets x {line} B "
+            f"({b.cite(element, 'free_ways_per_set')})"
+        )
+        sets = len(free)
+    elif ways and sum(ways) == lines:
         out["set_ways"] = [int(w) for w in ways]
         cite["set_ways"] = b.cite(element, "ways_per_set")
         sets = len(out["set_ways"])

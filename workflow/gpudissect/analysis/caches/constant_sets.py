@@ -218,6 +218,14 @@ def analyse(
     c["sets"] = quantity(sets, unit=None, confidence=conf, method=method, evidence=detail)
     # a list, as every cache's ways_per_set (one entry, or one per set where they differ)
     c["ways_per_set"] = quantity([ways], unit=None, confidence=conf, method=method, evidence=detail)
+    c["free_ways_per_set"] = quantity(
+        free,
+        unit=None,
+        confidence=conf,
+        method="per set, from the array's first line on, the ways a walk's data can use: the "
+        "capacity of the offset walks (each in one set)",
+        evidence=detail,
+    )
     c["reserved_lines"] = quantity(
         sets * ways - sum(free),
         unit="lines",
