@@ -267,6 +267,33 @@ def test_the_l1_capacity_series_finds_the_l1_size(profile, tmp_path):
     assert low <= L1_BYTES[profile] < high and high - low == q["resolution_bytes"]
 
 
+def test_a_rate_that_falls_inside_the_p_chase_l1_gives_no_size():
+    from gpudissect.analysis.throughput.bandwidth import l1_capacity
+
+    # footprints of 180-260 KiB; the rate (4300 GB/s) falls from 200 KiB, inside the 217 KiB the
+    # P-chase held (as streams through a hashed 4-way L1 do on an H200): the series cannot give
+    # the L1's size, whose lower bound stays the P-chase's
+    kib = np.arange(180, 262, 4)
+    gbps = np.where(kib < 200, 4300.0, 2500.0)
+    points = pd.DataFrame(
+        {
+            "level": bw.CAPACITY,
+            "footprint_bytes_per_sm": kib * 1024,
+            "gbps": gbps,
+            "gbps_q25": gbps - 5,
+            "gbps_q75": gbps + 5,
+        }
+    )
+    q = l1_capacity(points, l1_bytes=217 * 1024, carveout_pct=0)
+    assert q["value"] is None and q["lower_bound"] == 217 * 1024
+    assert "falls from 204800 B" in q["undetermined"]
+    # the same rate held to 236 KiB: 236 KiB, bracketed by the next footprint
+    held = points.assign(gbps=np.where(kib < 240, 4300.0, 2500.0))
+    held = held.assign(gbps_q25=held["gbps"] - 5, gbps_q75=held["gbps"] + 5)
+    q = l1_capacity(held, l1_bytes=217 * 1024, carveout_pct=0)
+    assert (q["value"], q["bracket_bytes"]) == (236 * 1024, [236 * 1024, 240 * 1024])
+
+
 def test_without_shared_memory_the_l1_is_the_whole_array_and_heads_the_topology(tmp_path):
     from gpudissect.families import FAMILIES
     from gpudissect.topology import build_topology

@@ -40,6 +40,7 @@ CAPACITY = "l1_capacity"
 # a capacity footprint is held while its reads stay within this of the L1's rate: a stream of
 # one warp per SM waits the L2's latency (6-7 times the L1's on Hopper) on every miss, so 2%
 # lets through a miss share of about 0.3%, a line or two of an L1 of a few thousand lines
+INSIDE_REL = 0.1  # footprints up to 90 % of stage 1's L1 give the L1's own rate
 CAPACITY_REL = 0.02
 NEAR_FAR = (
     "no footprint within the near L2 partition was run: the sweep knew no near partition size "
@@ -172,16 +173,19 @@ def _readings(points: pd.DataFrame, theoretical_gbps: float) -> dict[str, dict[s
 def l1_capacity(points: pd.DataFrame, *, l1_bytes: int, carveout_pct: int) -> dict[str, Any]:
     """`l1d.size_bytes` from the capacity series: the largest per-SM footprint whose reads
     stay at the L1's bandwidth - within `CAPACITY_REL` below the lowest quartile of the
-    footprints up to `l1_bytes` (cache_stage1's L1, which a kernel without shared memory holds
-    at least) - with every smaller one; the next footprint falls below."""
+    footprints well inside `l1_bytes` (cache_stage1's L1, which a kernel without shared memory
+    holds at least; well inside: up to `1 - INSIDE_REL` of it) - with every smaller one; the
+    next footprint falls below. A rate that falls by `l1_bytes` does not give the L1: the
+    streams miss before the capacity the P-chase holds (conflicts of an index that spreads the
+    footprint unevenly), so the reading is undetermined with `l1_bytes` as its lower bound."""
     cap = points[points["level"] == CAPACITY].sort_values("footprint_bytes_per_sm")
-    plateau = cap[cap["footprint_bytes_per_sm"] <= l1_bytes]
-    if plateau.empty:
+    inside = cap[cap["footprint_bytes_per_sm"] <= (1 - INSIDE_REL) * l1_bytes]
+    if inside.empty:
         return undetermined(
-            f"no footprint of the series lies at or below the measured L1 ({l1_bytes} B) to "
-            "give the L1's own bandwidth"
+            f"no footprint of the series lies well inside the measured L1 ({l1_bytes} B; up to "
+            f"{1 - INSIDE_REL:.0%} of it) to give the L1's own bandwidth"
         )
-    floor = float(plateau["gbps_q25"].min()) * (1 - CAPACITY_REL)
+    floor = float(inside["gbps_q25"].min()) * (1 - CAPACITY_REL)
     held = cap["gbps"].to_numpy() >= floor
     first_out = int(np.argmin(held)) if not held.all() else None
     sizes = cap["footprint_bytes_per_sm"].astype(int).to_numpy()
@@ -196,24 +200,35 @@ def l1_capacity(points: pd.DataFrame, *, l1_bytes: int, carveout_pct: int) -> di
     if first_out == 0:
         return undetermined("the series' smallest footprint is already below the L1's bandwidth")
     size, above = int(sizes[first_out - 1]), int(sizes[first_out])
-    median = float(plateau["gbps"].median())
+    median = float(inside["gbps"].median())
+    rates = (
+        f"L1 bandwidth {median:.0f} GB/s (floor {floor:.0f}) over {len(inside)} footprints up "
+        f"to {1 - INSIDE_REL:.0%} of {l1_bytes} B; {size} B per SM at "
+        f"{cap['gbps'].iloc[first_out - 1]:.0f} GB/s, {above} B at "
+        f"{cap['gbps'].iloc[first_out]:.0f} GB/s"
+    )
+    if above <= l1_bytes:
+        return {
+            **undetermined(
+                f"the streaming rate falls from {above} B per SM, below the {l1_bytes} B "
+                "cache_stage1's P-chase holds beside its shared buffer: the streams miss before "
+                f"the L1 is full, so this series does not give its size ({rates})"
+            ),
+            "lower_bound": int(l1_bytes),
+        }
     carveout = "none set" if carveout_pct < 0 else f"carveout {carveout_pct}%"
     q = quantity(
         size,
         unit="bytes",
-        confidence=1.0 / (1.0 + (float(plateau["gbps_q75"].max()) - floor) / median),
+        confidence=1.0 / (1.0 + (float(inside["gbps_q75"].max()) - floor) / median),
         method=(
             "the largest per-SM footprint streamed through the L1 (16-byte ld.global.ca, every "
             f"CTA of an SM on its slice, no shared memory, {carveout}) at the L1's bandwidth: "
-            f"within {CAPACITY_REL:.0%} below the lowest quartile of the footprints up to "
+            f"within {CAPACITY_REL:.0%} below the lowest quartile of the footprints well inside "
             "cache_stage1's L1 size, as every smaller footprint (a footprint that misses on a "
             "line or two still reads so: the L1 holds the value to within a few lines)"
         ),
-        evidence=(
-            f"L1 bandwidth {median:.0f} GB/s (floor {floor:.0f}) over {len(plateau)} footprints "
-            f"up to {l1_bytes} B; {size} B per SM at {cap['gbps'].iloc[first_out - 1]:.0f} GB/s, "
-            f"{above} B at {cap['gbps'].iloc[first_out]:.0f} GB/s"
-        ),
+        evidence=rates,
     )
     return {**q, "resolution_bytes": above - size, "bracket_bytes": [size, above]}
 
