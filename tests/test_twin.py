@@ -88,6 +88,18 @@ def test_a_cache_shared_by_load_paths_is_one_cache_with_its_path_latencies():
     assert profile["caches"]["l1d"]["path_latency_cycles"] == {"tex": tex}
 
 
+def test_the_constant_l1_of_free_ways_per_set_becomes_unequal_sets():
+    # the H200's constant_sets: 8 sets x 4 ways, the free ways of each set from the array's
+    # first line on; the twin holds those ways per set (30 lines), its policy LRU where a set's
+    # ways (3) are no power of two for the measured tree-PLRU
+    topo = _topology("h200")
+    free = topo["elements"]["constant_l1"]["free_ways_per_set"]["value"]
+    c = twin_profile(topo, name="t").profile["caches"]["constant_l1"]
+    assert c["set_ways"] == free and c["size_bytes"] == sum(free) * 64
+    assert c["cite"]["set_ways"].startswith("measured: constant_l1.free_ways_per_set = ")
+    assert c["policy"]["kind"] == "lru" and "does not fit" in c["policy"]["cite"]["kind"]
+
+
 @pytest.mark.parametrize("gpu", REFERENCES)
 def test_a_cache_without_a_measured_sector_gets_its_fetch_granularity_and_says_so(gpu):
     topo = _topology(gpu)
