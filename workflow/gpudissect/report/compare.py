@@ -130,7 +130,7 @@ def fmt(value: Any, unit: str = "") -> str:
         text = f"{value:.2f}"
     else:
         text = str(value)
-    return f"{text} {unit}".strip() if unit in ("cycles", "GB/s", "%") else text
+    return f"{text} {unit}".strip() if unit in ("cycles", "GB/s", "GiB/s", "%") else text
 
 
 def confidence(c: float | None) -> str:

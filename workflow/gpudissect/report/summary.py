@@ -238,12 +238,16 @@ def topology_table(topology: dict[str, Any], name: str = "") -> list[Block]:
     ]
 
 
+def _carveout(h: Headline, docs: dict[str, dict[str, Any]]) -> Any:
+    """The carveout an L1-family headline value was measured at, or None."""
+    element = lookup(docs.get(h.experiment), h.path.rsplit(".", 1)[0] + ".carveout_pct")
+    return None if element is None else element.value
+
+
 def _label(h: Headline, docs: dict[str, dict[str, Any]]) -> str:
     """The headline's label, with the carveout an L1-family value was measured at."""
-    element = lookup(docs.get(h.experiment), h.path.rsplit(".", 1)[0] + ".carveout_pct")
-    if element is None or element.value is None:
-        return h.label
-    return f"{h.label} (carveout {element.value}%)"
+    carveout = _carveout(h, docs)
+    return h.label if carveout is None else f"{h.label} (carveout {carveout}%)"
 
 
 def device_summary(
@@ -279,12 +283,23 @@ def device_summary(
     return blocks
 
 
+def _fleet_cell(h: Headline, docs: dict[str, dict[str, Any]]) -> str:
+    """A device's headline value, with the carveout it was measured at where it has one (one
+    GPU's L1 at carveout 100 beside another's at 0 would otherwise read as two L1 sizes)."""
+    q = lookup(docs.get(h.experiment), h.path)
+    cell = measured_cell(q, h.unit)
+    carveout = _carveout(h, docs)
+    if q is None or q.value is None or carveout is None:
+        return cell
+    return f"{cell} (carveout {carveout}%)"
+
+
 def fleet_table(devices: dict[str, dict[str, dict[str, Any]]]) -> Table:
     """The headline values side by side across devices (as TPDS Tables III and V)."""
     names = list(devices)
     rows = []
     for h in HEADLINES:
-        cells = [measured_cell(lookup(devices[d].get(h.experiment), h.path), h.unit) for d in names]
+        cells = [_fleet_cell(h, devices[d]) for d in names]
         if any(c != "not measured" for c in cells):
             rows.append((h.label, *cells))
     return Table(
