@@ -1,3 +1,4 @@
+import atexit
 import os
 import re
 import shutil
@@ -8,6 +9,7 @@ from snakemake.exceptions import WorkflowError
 
 sys.path.insert(0, str(Path(workflow.basedir) / "workflow"))
 
+from gpudissect import forkserver  # noqa: E402
 from gpudissect.config import parse as parse_run_config  # noqa: E402
 from gpudissect.backends.safety import keep_multicast_off  # noqa: E402
 from gpudissect.devices import cuda_backend_missing, detect_arch  # noqa: E402
@@ -87,6 +89,16 @@ def cuda_traces_missing():
     )
 
 
+# The run's fork server (gpudissect/forkserver.py): on a local run, a process that imports the
+# package once and forks a warm copy of itself for each job; stopped where the run ends.
+FORK_SERVER = []
+
+
+def stop_fork_server():
+    while FORK_SERVER:
+        forkserver.stop(FORK_SERVER.pop())
+
+
 onstart:
     # A local run on a CUDA device needs pycuda here: found out before any job (nvcc among them)
     # starts. Only now does Snakemake know whether the jobs run here or on a cluster's nodes.
@@ -96,6 +108,15 @@ onstart:
                 f"gpudissect: devices {[d.name for d in RUN.cuda_devices]} use backend cuda: "
                 f"{reason}"
             )
+    if workflow.local_exec and not FORK_SERVER:
+        server = forkserver.start(Path(".snakemake", "gpudissect"))
+        if server is not None:
+            FORK_SERVER.append(server)
+            atexit.register(stop_fork_server)
+
+
+onerror:
+    stop_fork_server()
 
 
 # an experiment is a family's name (so `<experiment>.r<k>.json` and `repeats.json` never read

@@ -117,6 +117,7 @@ for _key in STUDIES:
 
 
 onsuccess:
+    stop_fork_server()
     # the notice of all_targets() scrolls away above the jobs' output: repeat it where the run
     # ends, so a reader looking for report.pdf learns why there is none
     if not shutil.which("latexmk"):

@@ -1,16 +1,30 @@
-"""Snakemake script of rule run_sweep: one experiment on one device, the sweep inside the job."""
+"""Snakemake script of rule run_sweep: one experiment on one device, the sweep inside the job
+(gpudissect.sweep_job). A simulated device's sweep goes to the run's fork server when there is
+one (gpudissect.forkserver); a CUDA device's runs here."""
 
-import logging
 import threading
 from pathlib import Path
 
 from gpudissect.backends.safety import keep_multicast_off
+from gpudissect.forkserver import forward
 
 # NVLink multicast stays off in every sweep process, before the driver starts below
 keep_multicast_off()
 
 sm = snakemake  # noqa: F821 - provided by Snakemake
 cubins = [v for k, v in sm.input.items() if k.startswith("cubin_")]
+job = {
+    "config": sm.config,
+    "device": sm.params.device,
+    "experiment": sm.params.experiment,
+    "out": sm.output.trace,
+    "log": sm.log[0],
+    "inputs": {k: v for k, v in sm.input.items() if k != "profile" and not k.startswith("cubin_")},
+    "cubin_dir": str(Path(cubins[0]).parent) if cubins else None,
+    "repeat": int(getattr(sm.params, "repeat", 1)),
+}
+if not cubins:
+    forward("sweep", job)  # returns only where no server takes it
 
 
 def _start_cuda_driver() -> None:
@@ -34,24 +48,6 @@ driver = threading.Thread(target=_start_cuda_driver, daemon=True) if cubins else
 if driver is not None:
     driver.start()
 
-from gpudissect.config import parse  # noqa: E402 - after the driver's start began
-from gpudissect.sweep import run_experiment  # noqa: E402
+from gpudissect.sweep_job import run_job  # noqa: E402 - after the driver's start began
 
-logging.basicConfig(
-    filename=sm.log[0],
-    level=logging.INFO,
-    format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-)
-# the workflow validated the whole config before any job started: this job types its own part
-device = parse(sm.config, sweep=(sm.params.device, sm.params.experiment)).device(sm.params.device)
-extra = {k: v for k, v in sm.input.items() if k != "profile" and not k.startswith("cubin_")}
-if driver is not None:
-    driver.join()
-run_experiment(
-    device,
-    sm.params.experiment,
-    out=sm.output.trace,
-    cubin_dir=Path(cubins[0]).parent if cubins else None,
-    inputs=extra,
-    repeat=int(getattr(sm.params, "repeat", 1)),
-)
+run_job(**job, before_run=None if driver is None else driver.join)
