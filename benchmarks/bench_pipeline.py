@@ -1,14 +1,24 @@
-"""Wall time of the default pipeline (all shipped simulated profiles) with --cores 2.
+"""Wall time of the default pipeline (all shipped simulated profiles) with --cores 2, and of each
+study's target (`snakemake --cores 1 tpds`, ...) with --cores 1, each beside its goal
+(issue: speed; README "Timing").
 
-Runs the real `snakemake --cores 2` twice on a fresh copy of the workflow in a temporary folder,
-removing every output in between: the first run compiles the simulator's numba kernels (a user's
-first run does too), the second finds numba's on-disk cache warm (as every later run of a
-checkout does). Prints both elapsed times.
+Every run is the real `snakemake` on a fresh copy of the workflow in a temporary folder, every
+output removed before it. A first, untimed run of the default pipeline fills numba's on-disk
+cache of the simulator's kernels (a user's first run compiles them once; every later run of a
+checkout finds them). Each measurement is made with the run's fork server (the default) and with
+`GPUDISSECT_FORKSERVER=off` (every job in its own cold interpreter, as before the server), one
+after the other on the same machine, so the two are compared in the same hour. Prints the wall
+time and the CPU time of every run (the second steadier on a host shared with other work).
+
+    .venv/bin/python benchmarks/bench_pipeline.py [--only default|targets] [--server on|off|both]
 """
 
 from __future__ import annotations
 
+import argparse
+import os
 import platform
+import resource
 import shutil
 import subprocess
 import sys
@@ -17,21 +27,56 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO / "workflow"))
+
+from gpudissect.report.studies import STUDIES  # noqa: E402
+
+DEFAULT_GOAL_S = 90.0
+TARGET_GOAL_S = 60.0
 
 
-def run_once(work: Path) -> float:
+def _fresh(work: Path) -> None:
+    for out in ("results", "logs", ".snakemake"):
+        shutil.rmtree(work / out, ignore_errors=True)
+
+
+def run_once(work: Path, target: str, cores: int, server: bool) -> tuple[float, float]:
+    """One run from fresh outputs: its wall time and the CPU time of its processes."""
+    _fresh(work)
     bin_dir = str(Path(sys.executable).parent)
+    env = {"PATH": f"{bin_dir}:/usr/bin:/bin", "HOME": str(work)}
+    if not server:
+        env["GPUDISSECT_FORKSERVER"] = "off"
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
     subprocess.run(
-        [sys.executable, "-m", "snakemake", "--cores", "2", "--quiet", "all"],
+        [sys.executable, "-m", "snakemake", "--cores", str(cores), "--quiet", target],
         cwd=work,
         check=True,
-        env={"PATH": f"{bin_dir}:/usr/bin:/bin", "HOME": str(work)},
+        env=env,
+        stdout=subprocess.DEVNULL,
     )
-    return time.perf_counter() - start
+    wall = time.perf_counter() - start
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    return wall, cpu
+
+
+def _verdict(wall: float, goal: float) -> str:
+    return "meets" if wall <= goal else "misses"
 
 
 def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--only", choices=("default", "targets"), help="one part alone")
+    parser.add_argument(
+        "--server",
+        choices=("on", "off", "both"),
+        default="both",
+        help="with the run's fork server, without it, or both one after the other (default)",
+    )
+    args = parser.parse_args()
+    servers = {"on": [True], "off": [False], "both": [True, False]}[args.server]
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp, "gpudissect")
         work.mkdir()
@@ -43,19 +88,23 @@ def main() -> None:
                 if src.is_dir()
                 else shutil.copy(src, work / item)
             )
-        times = []
-        for _ in range(2):
-            for out in ("results", "logs", ".snakemake"):
-                shutil.rmtree(work / out, ignore_errors=True)
-            times.append(run_once(work))
-        print(
-            f"host: {platform.machine()}, {platform.processor() or 'cpu'}, "
-            f"{__import__('os').cpu_count()} CPUs"
-        )
-        print(
-            f"default pipeline, --cores 2: first run (numba compiles the simulator) "
-            f"{times[0]:.1f} s, second run (fresh outputs, numba's cache warm) {times[1]:.1f} s"
-        )
+        print(f"host: {platform.machine()}, {platform.processor() or 'cpu'}, {os.cpu_count()} CPUs")
+        warm, _ = run_once(work, "all", 2, True)
+        print(f"first run (numba compiles the kernels; not a measurement): {warm:.1f} s")
+        rows = []
+        if args.only in (None, "default"):
+            rows.append(("default pipeline (all)", "all", 2, DEFAULT_GOAL_S))
+        if args.only in (None, "targets"):
+            rows += [(f"study target {key}", key, 1, TARGET_GOAL_S) for key in STUDIES]
+        for label, target, cores, goal in rows:
+            for server in servers:
+                wall, cpu = run_once(work, target, cores, server)
+                how = "fork server" if server else "GPUDISSECT_FORKSERVER=off"
+                print(
+                    f"{label}, --cores {cores}, {how}: {wall:.1f} s wall, {cpu:.1f} s CPU; "
+                    f"goal under {goal:.0f} s: {_verdict(wall, goal)}",
+                    flush=True,
+                )
 
 
 if __name__ == "__main__":
