@@ -196,3 +196,18 @@ def test_off_starts_no_server(tmp_path, monkeypatch):
     monkeypatch.setenv(forkserver.ENV, "off")
     assert forkserver.start(tmp_path) is None
     assert os.environ[forkserver.ENV] == "off"
+
+
+def test_the_preload_goes_on_without_numba_as_on_a_gpu_host():
+    # the GPU host's wheelhouse has no numba: the server still starts, the simulator left out
+    script = (
+        "import sys; sys.modules['numba'] = None; from gpudissect import forkserver; "
+        "forkserver.preload(); "
+        "print(*(m in sys.modules for m in ('gpudissect.cli', 'gpudissect.analysis.caches', "
+        "'gpudissect.sim._kernels')))"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", script], cwd=REPO, env=_env(), capture_output=True, text=True
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert proc.stdout.split() == ["True", "True", "False"]

@@ -131,40 +131,61 @@ RUNNERS: dict[str, Callable[[Any], int]] = {"cli": _run_cli, "sweep": _run_sweep
 
 def preload() -> None:
     """Import what the jobs of a run import, and load the simulator's kernels from numba's
-    cache by running one short chase, so that a forked child starts with them in memory. The
-    server reads no file of the run and starts no thread here (a fork copies only the thread
-    that calls it)."""
+    cache by running one short chase, so that a forked child starts with them in memory. What
+    cannot be imported here (numba on a GPU host that runs no simulation) is left to the jobs
+    that need it. The server reads no file of the run and starts no thread here (a fork copies
+    only the thread that calls it)."""
+    import importlib
+
     import matplotlib
 
     matplotlib.use("Agg")
-    import numpy as np
 
-    from . import cli, sweep_job, traces  # noqa: F401
     from .families import FAMILIES
-    from .report import render  # noqa: F401
-    from .sim import SimGPU, load_profile
-    from .topology import build  # noqa: F401
 
+    for name in ("cli", "sweep_job", "traces", "topology.build", "report.render"):
+        try:
+            importlib.import_module(f"{__package__}.{name}")
+        except ImportError:
+            pass
     for fam in FAMILIES.values():  # each family's experiment, analysis, table and figure modules
         for ref in (fam.analyse, fam.table, fam.plot, fam.report_section):
             if ref is not None:
-                ref.resolve()
-        _ = fam.schema
+                try:
+                    ref.resolve()
+                except ImportError:
+                    pass
+        try:
+            _ = fam.schema
+        except ImportError:
+            pass
+    try:
+        _warm_simulator()
+    except ImportError:
+        pass
+
+
+def _warm_simulator() -> None:
+    import numpy as np
+
+    from .sim import SimGPU, load_profile
+
     # a profile of the checkout the run works in (none: the kernels load in each job instead)
     profile = Path("config", "devices", "gtx780.yaml")
-    if profile.is_file():
-        gpu = SimGPU(load_profile(profile), seed=0)
-        chain = ((np.arange(1024) + 1) % 1024).astype(np.uint32)
-        for path in gpu.paths:
-            gpu.chase(
-                path,
-                chain,
-                element_bytes=4,
-                base_address_bytes=0,
-                start_index=0,
-                warmup_steps=4,
-                record_steps=4,
-            )
+    if not profile.is_file():
+        return
+    gpu = SimGPU(load_profile(profile), seed=0)
+    chain = ((np.arange(1024) + 1) % 1024).astype(np.uint32)
+    for path in gpu.paths:
+        gpu.chase(
+            path,
+            chain,
+            element_bytes=4,
+            base_address_bytes=0,
+            start_index=0,
+            warmup_steps=4,
+            record_steps=4,
+        )
 
 
 def _child(conn: socket.socket, request: dict[str, Any], fds: list[int]) -> None:
