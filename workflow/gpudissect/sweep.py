@@ -12,6 +12,7 @@ from typing import Any
 
 from .backends import open_backend
 from .config import DeviceEntry
+from .contract.profile import PROFILE_TAG
 from .exceptions import ConfigError
 from .families import family
 from .limits import available_memory_bytes, sweep_memory_problem
@@ -72,6 +73,7 @@ def run_experiment(
         clocks_before = backend.clock_record()
         info = backend.device_info()
         facts = backend.facts()
+        run_started = time.monotonic()
         data = fam.run(
             backend,
             params,
@@ -79,6 +81,7 @@ def run_experiment(
             inputs=inputs or {},
             progress=_progress(f"{device.name}/{experiment}"),
         )
+        run_s = time.monotonic() - run_started
         clocks_after = backend.clock_record()
         kernels = {}
         if backend.kind == "cuda":
@@ -98,10 +101,18 @@ def run_experiment(
     }
     if repeat > 1:
         provenance["repeat"] = repeat
+    write_started = time.monotonic()
     path = write_trace(out, data, schema=fam.schema, provenance=provenance)
+    write_s = time.monotonic() - write_started
     # wall-clock facts go to the log, never into the trace: the trace stays byte-identical for
     # a config and seed (benchmarks/bench_gpu_pipeline.py reads this line); the time runs from
     # the device's backend open (on a GPU, its lock taken) to the trace written
-    timing = {"started_utc": started_utc, "elapsed_s": round(time.monotonic() - started, 3)}
+    wall_s = time.monotonic() - started
+    timing = {"started_utc": started_utc, "elapsed_s": round(wall_s, 3)}
     log.info("%s %s", TIMING_TAG, json.dumps(timing))
+    # where that time went (contract/profile.py): launches, waits, copies, host work
+    profile = backend.sweep_profile.summary(
+        wall_s=wall_s, run_s=run_s, write_s=write_s, backend=backend.kind
+    )
+    log.info("%s %s", PROFILE_TAG, json.dumps(profile))
     return path

@@ -16,8 +16,10 @@ import numpy as np
 
 from ..contract.backend import Backend, ChaseResult, ChaseWork
 from ..contract.facts import DeviceFacts, facts_from_attributes
+from ..contract.profile import profiled_call
 from ..exceptions import DeviceUnavailable
 from ..kernels import file_sha256
+from .cuda_profile import ProfiledContext, ProfiledDriver, ProfiledFunction
 from .gpu_lock import GpuLock
 from .safety import keep_multicast_off
 
@@ -128,7 +130,8 @@ class CudaBackend(Backend):
         """`exclusive`: take the GPU's measurement lock (`gpu_lock`) before the context is made,
         and hold it until `close()` (a sweep does; tests and one-off readings need not)."""
         drv = _import_pycuda()
-        self.drv = drv
+        # the handlers reach pycuda through stand-ins that time its calls (cuda_profile.py)
+        self.drv = ProfiledDriver(drv, self.sweep_profile)
         try:
             drv.init()
             count = drv.Device.count()
@@ -144,7 +147,7 @@ class CudaBackend(Backend):
         bus_id = self.device.pci_bus_id()
         self.lock = GpuLock(bus_id) if exclusive else None
         try:
-            self.context = self.device.make_context()
+            self.context = ProfiledContext(self.device.make_context(), self.sweep_profile)
         except BaseException:
             if self.lock is not None:
                 self.lock.release()
@@ -262,7 +265,7 @@ class CudaBackend(Backend):
                 self._modules[kernel] = self.drv.module_from_file(str(self.cubin_path(kernel)))
             fn = self._modules[kernel].get_function(name)
             fn.prepare(signature)
-            self._functions[key] = fn
+            self._functions[key] = ProfiledFunction(fn, self.sweep_profile)
         return self._functions[key]
 
     def _set_shared(self, fn, *, dynamic_bytes: int, carveout_pct: int | None) -> None:
@@ -442,6 +445,7 @@ class CudaBackend(Backend):
         self._set_shared(fn, dynamic_bytes=work.shared_buffer_bytes, carveout_pct=carveout_pct)
         return self._records(work, fn, tuple(self.chase_args(work, chain)))
 
+    @profiled_call
     def run_chase(self, work: ChaseWork, *, carveout_pct: int | None, seed: int = 0) -> ChaseResult:
         if work.path not in ("const", "tex"):
             latency, indices = self.launch_chase(

@@ -138,7 +138,8 @@ def _current(backend: CudaBackend, layout: PhysicalLayout) -> VmmRange:
     release_mapping(backend, ReleaseMapping())
     backend.release_buffer()  # the chase buffer of other launches: room for the range
     backend.context.synchronize()
-    held = VmmRange(layout, backend.index)
+    with backend.sweep_profile.timed("map"):
+        held = VmmRange(layout, backend.index)
     backend._vmm_range = held
     backend.on_close(_release_on_close)
     return held
@@ -193,5 +194,6 @@ def release_mapping(backend: CudaBackend, work: ReleaseMapping, **kwargs) -> Non
     held = getattr(backend, "_vmm_range", None)
     if held is not None:
         backend.context.synchronize()
-        held.release()
+        with backend.sweep_profile.timed("map"):
+            held.release()
         backend._vmm_range = None

@@ -164,7 +164,7 @@ class _Session:
                 if ok:
                     with self.on(s):
                         try:
-                            self.drv.Context.enable_peer_access(self.backends[d].context)
+                            self.drv.Context.enable_peer_access(self.backends[d].context.raw)
                         except self.drv.LogicError as exc:  # already enabled is fine
                             if "already" not in str(exc):
                                 raise

@@ -10,11 +10,13 @@ import numpy as np
 
 from ..contract.backend import Backend, ChaseResult, ChaseWork
 from ..contract.facts import DeviceFacts, facts_from_profile
+from ..contract.profile import profiled_call
 from .seeding import point_seed
 
 
 class SimBackend(Backend):
     kind = "sim"
+    calls_are_launches = True
 
     def __init__(self, *, profile_path: str | os.PathLike, seed: int = 0) -> None:
         from ..sim.profile import load_profile, profile_sha256
@@ -84,6 +86,7 @@ class SimBackend(Backend):
         c = self.profile.clocks
         return {"sm_clock_mhz": float(c.sm_mhz), "memory_clock_mhz": float(c.memory_mhz)}
 
+    @profiled_call
     def run_chase(
         self, work: ChaseWork, *, carveout_pct: int | None, seed: int = 0, page_map=None
     ) -> ChaseResult:

@@ -10,6 +10,7 @@ from typing import Any
 import numpy as np
 
 from .facts import DeviceFacts
+from .profile import SweepProfile, profiled_call
 
 
 @dataclass(frozen=True)
@@ -125,7 +126,18 @@ class Backend(ABC):
     # the GPU's measurement lock while the backend holds it (gpu_lock.GpuLock; a GPU opened
     # exclusively), else None
     lock: Any = None
+    # whether each backend call is itself one launch (the simulator: no driver to count them)
+    calls_are_launches = False
 
+    @property
+    def sweep_profile(self) -> SweepProfile:
+        """Where this backend's wall time went since it opened (`contract.profile`)."""
+        profile = self.__dict__.get("_sweep_profile")
+        if profile is None:
+            profile = self.__dict__["_sweep_profile"] = SweepProfile()
+        return profile
+
+    @profiled_call
     def run(self, work: Any, **kwargs: Any) -> Any:
         """Run any registered work type (see `handles`)."""
         fn = _HANDLERS.get((self.kind, type(work)))
