@@ -4,8 +4,18 @@ Runs the real `snakemake --cores N --configfile config/gpu.yaml` once on a fresh
 workflow in a temporary folder: nvcc builds the kernels, every sweep runs on the GPU (one at a
 time: they share the `gpu` resource), then the analyses, figures and the report. Prints the
 elapsed wall time, the GPU it ran on, and each sweep's own time (the `sweep timing:` line of
-its log: traces hold no wall-clock time), longest first. `--keep DIR` copies the run's
-`results/` and `logs/` to DIR.
+its log: traces hold no wall-clock time), longest first, then each sweep's profile (the `sweep
+profile:` line, `gpudissect.contract.profile`): launches, waits for the GPU, copies, allocations
+and mappings, and the host work of the handlers and of the experiment. `--keep DIR` copies the
+run's `results/` and `logs/` to DIR; `--json FILE` writes the figures as JSON.
+
+`--source DIR` runs the workflow of another source tree (the same folders from DIR), so that
+code before and after a change are timed on the same unit in one session, e.g.
+`git archive BASE | tar -x -C DIR` here, then on the GPU host
+`python benchmarks/bench_gpu_pipeline.py --source DIR --keep before` and
+`python benchmarks/bench_gpu_pipeline.py --keep after`, and `gpudissect runs --topology
+before/results/topology/gpu0.json after/results/topology/gpu0.json --out runs.json` to check
+that no structural value moved. Code before the profile logs none: its table is left out.
 
 The topology part alone: `--configfile config/gpu.yaml config/topology_only.yaml --target
 results/topology/gpu0.json` (its sweeps, analyses and the topology document).
@@ -27,6 +37,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from gpudissect.contract.profile import PROFILE_TAG
 from gpudissect.provenance import git_commit
 from gpudissect.sweep import TIMING_TAG
 from gpudissect.traces import read_trace
@@ -41,6 +52,48 @@ def _sweep_seconds(log: Path) -> float:
         if TIMING_TAG in line:
             return float(json.loads(line.split(TIMING_TAG, 1)[1])["elapsed_s"])
     return 0.0
+
+
+def _sweep_profile(log: Path) -> dict | None:
+    """A sweep's profile, from the `sweep profile:` line of its log (None: code without it)."""
+    lines = log.read_text().splitlines() if log.is_file() else []
+    for line in reversed(lines):
+        if PROFILE_TAG in line:
+            return json.loads(line.split(PROFILE_TAG, 1)[1])
+    return None
+
+
+# the profile's columns: (header, how a profile gives it)
+COLUMNS = (
+    ("wall s", lambda p: f"{p['wall_s']:.2f}"),
+    ("launches", lambda p: str(p["launches"])),
+    ("launch s", lambda p: f"{p['launch_s']:.2f}"),
+    ("sync s", lambda p: f"{p['sync_s']:.2f}"),
+    ("syncs", lambda p: str(p["sync_calls"])),
+    ("copies", lambda p: str(sum(p[f"{k}_calls"] for k in ("htod", "dtoh", "dtod")))),
+    (
+        "copy MiB",
+        lambda p: f"{sum(p[f'{k}_bytes'] for k in ('htod', 'dtoh', 'dtod')) / 2**20:.1f}",
+    ),
+    ("copy s", lambda p: f"{sum(p[f'{k}_s'] for k in ('htod', 'dtoh', 'dtod')):.2f}"),
+    ("memset s", lambda p: f"{p['memset_s']:.2f}"),
+    ("allocs", lambda p: str(p["alloc_calls"])),
+    ("alloc s", lambda p: f"{p['alloc_s']:.2f}"),
+    ("map s", lambda p: f"{p['map_s']:.2f}"),
+    ("handler host s", lambda p: f"{p['backend_host_s']:.2f}"),
+    ("experiment host s", lambda p: f"{p['experiment_host_s']:.2f}"),
+    ("write s", lambda p: f"{p['trace_write_s']:.2f}"),
+    ("setup s", lambda p: f"{p['setup_s']:.2f}"),
+)
+
+
+def profile_table(profiles: list[tuple[str, dict]]) -> str:
+    """The profiles as a Markdown table, one row a sweep, in the order given."""
+    head = ["sweep", *(h for h, _ in COLUMNS)]
+    rows = [[name, *(f(p) for _, f in COLUMNS)] for name, p in profiles]
+    lines = ["| " + " | ".join(head) + " |", "|" + " --- |" * len(head)]
+    lines += ["| " + " | ".join(r) + " |" for r in rows]
+    return "\n".join(lines)
 
 
 def main() -> None:
@@ -60,15 +113,26 @@ def main() -> None:
         "document, without figures and report)",
     )
     ap.add_argument("--keep", type=Path, help="copy results/ and logs/ here afterwards")
+    ap.add_argument("--json", type=Path, help="write the wall time, sweeps and profiles here")
+    ap.add_argument(
+        "--source",
+        type=Path,
+        default=REPO,
+        help="the source tree whose workflow runs (default: this checkout); e.g. a `git "
+        "archive` of the commit before a change, unpacked",
+    )
     args = ap.parse_args()
+    source = args.source.resolve()
+    if not (source / "Snakefile").is_file() or not (source / "workflow").is_dir():
+        ap.error(f"--source {args.source}: no Snakefile and workflow/ there (a source tree)")
     env = dict(os.environ)
-    env.setdefault("GPUDISSECT_GIT_COMMIT", git_commit(REPO))
+    env.setdefault("GPUDISSECT_GIT_COMMIT", git_commit(source))
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp, "gpudissect")
         work.mkdir()
         ignore = shutil.ignore_patterns("__pycache__", "*.pyc", "*.nbi", "*.nbc")
         for item in ("Snakefile", "workflow", "config", "kernels", "envs", "profiles"):
-            src = REPO / item
+            src = source / item
             if src.is_dir():
                 shutil.copytree(src, work / item, ignore=ignore)
             else:
@@ -76,6 +140,11 @@ def main() -> None:
         # the copy's bytecode, as a checkout has it after its first run (not timed: on a host
         # that sets PYTHONDONTWRITEBYTECODE every process would compile the package again)
         compileall.compile_dir(work / "workflow", quiet=1)
+        # every job imports the copy's package, not an installed one (the rules' scripts run in
+        # processes of their own): with --source, the code timed is the source tree's
+        env["PYTHONPATH"] = os.pathsep.join(
+            [str(work / "workflow"), *filter(None, [os.environ.get("PYTHONPATH")])]
+        )
         start = time.perf_counter()
         subprocess.run(
             [sys.executable, "-m", "snakemake", *args.target, "--cores", str(args.cores), "--quiet"]
@@ -85,17 +154,37 @@ def main() -> None:
             env=env,
         )
         elapsed = time.perf_counter() - start
-        sweeps, gpu = [], None
+        sweeps, profiles, gpu = [], {}, None
         for trace in sorted((work / "results" / "traces").glob("*/*.parquet")):
             prov = read_trace(trace).provenance
             gpu = gpu or (prov.get("device_info") or {}).get("name")
             name = f"{trace.parent.name}/{trace.stem}"
-            sweeps.append((_sweep_seconds(work / "logs" / "run_sweep" / f"{name}.log"), name))
+            log = work / "logs" / "run_sweep" / f"{name}.log"
+            sweeps.append((_sweep_seconds(log), name))
+            profile = _sweep_profile(log)
+            if profile is not None:
+                profiles[name] = profile
         what = f"{' '.join(args.configfile)} {' '.join(args.target)}, --cores {args.cores}"
+        if source != REPO:
+            what += f", source {args.source}"
         print(f"{what}: {elapsed:.1f} s wall on {gpu}")
         print(f"sweeps: {sum(s for s, _ in sweeps):.1f} s in all")
         for seconds, name in sorted(sweeps, reverse=True):
             print(f"  {name}: {seconds:.1f} s")
+        if profiles:
+            print("\nsweep profiles (host-side timers; sync: waits for the GPU):")
+            order = [n for _, n in sorted(sweeps, reverse=True) if n in profiles]
+            print(profile_table([(n, profiles[n]) for n in order]))
+        if args.json:
+            figures = {
+                "what": what,
+                "gpu": gpu,
+                "commit": env["GPUDISSECT_GIT_COMMIT"],
+                "wall_s": round(elapsed, 3),
+                "sweeps": {n: s for s, n in sweeps},
+                "profiles": profiles,
+            }
+            args.json.write_text(json.dumps(figures, indent=1) + "\n")
         if args.keep:
             for sub in ("results", "logs"):
                 shutil.copytree(work / sub, args.keep / sub, dirs_exist_ok=True)

@@ -250,3 +250,27 @@ def test_context_and_function_stand_ins():
     assert raw(ctx) is not ctx and isinstance(raw(ctx), _Ctx)
     assert profile.calls["launch"] == 2
     assert profile.calls["sync"] == 1 and profile.seconds["sync"] >= 0.002
+
+
+def test_gpu_benchmark_tabulates_a_logged_profile(classic_run, tmp_path):
+    # benchmarks/bench_gpu_pipeline.py reads the profile back from a sweep's log
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(
+        "bench_gpu_pipeline", REPO / "benchmarks" / "bench_gpu_pipeline.py"
+    )
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    _, records = classic_run
+    log = tmp_path / "pchase_classic.log"
+    log.write_text("\n".join(f"INFO gpudissect.sweep: {r.getMessage()}" for r in records) + "\n")
+    profile = bench._sweep_profile(log)
+    assert profile == _logged(records, PROFILE_TAG)
+    assert bench._sweep_seconds(log) == _logged(records, TIMING_TAG)["elapsed_s"]
+    table = bench.profile_table([("sim0/pchase_classic", profile)]).splitlines()
+    assert len(table) == 3
+    row = [c.strip() for c in table[2].strip("|").split("|")]
+    head = [c.strip() for c in table[0].strip("|").split("|")]
+    assert row[0] == "sim0/pchase_classic"
+    assert row[head.index("launches")] == "12"
+    assert bench._sweep_profile(tmp_path / "absent.log") is None
