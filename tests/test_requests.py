@@ -108,6 +108,31 @@ def test_point_latency_is_the_harmonic_mean_of_run_means():
     assert t["latency_cycles"].iloc[0] == pytest.approx(150.0)
 
 
+def test_harmonic_means_of_interleaved_groups_sum_as_np_sum_does():
+    # rows of three points interleaved (the repeats of a trace): 2 threads, 3 runs at run means
+    # 100, 200, 200 (harmonic 150, above); 4 threads, 2 runs at 300, 100 (2 / (4/300) = 150);
+    # 8 threads, 9 runs of 77 to 101 cycles; each equal, to the last bit, to len / np.sum of
+    # the reciprocals in row order (below 8 values np.sum adds one after another; it has its
+    # own order from 8 on)
+    means = {2: [100, 200, 200], 4: [300, 100], 8: [81, 83, 97, 101, 79, 88, 90, 77, 85]}
+    order = [2, 8, 4, 8, 2, 8, 8, 4, 8, 8, 2, 8, 8, 8]
+    seen = {k: 0 for k in means}
+    rows = []
+    for t in order:
+        m = means[t][seen[t]]
+        seen[t] += 1
+        rows.append({"threads": t, "run": seen[t], "elapsed_cycles": np.full(t, m, np.uint32)})
+    df = pd.DataFrame(rows).assign(pattern="unq", merge_threads=1, loads_per_thread=1)
+    t = thread_latency_table(df)
+    assert t["threads"].tolist() == [2, 4, 8]
+    assert t["runs"].tolist() == [3, 2, 9]
+    assert t["latency_cycles"].tolist()[:2] == pytest.approx([150.0, 150.0])
+    assert 77 < t["latency_cycles"].iloc[2] < 101
+    for threads, got in zip(t["threads"], t["latency_cycles"], strict=True):
+        values = np.asarray(means[threads], np.float64)
+        assert got == len(values) / np.sum(1.0 / np.maximum(values, 1e-9))
+
+
 def test_detector_names_the_last_count_before_the_rise_and_tells_small_from_large():
     # flat 400 + noise; a 20-cycle serialisation step after 96 threads; a 350-cycle saturation
     # step after 128 threads (the paper's Fig. 1). 0.25 x 400 = 100 separates them.
