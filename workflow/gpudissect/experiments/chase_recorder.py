@@ -88,7 +88,9 @@ class ChaseRecorder:
         frame = pd.DataFrame(
             {
                 "point": np.full(n, self.point, np.int32),
-                **{k: np.full(n, v) for k, v in columns.items()},
+                # strings as scalars the frame repeats (np.full of a str, converted to the
+                # frame's string type, cost more than the rest of a launch's row building)
+                **{k: v if isinstance(v, str) else np.full(n, v) for k, v in columns.items()},
                 "carveout_pct": np.full(n, self.carveout, np.int16),
                 "shared_buffer_bytes": np.full(n, self.buffer, np.int32),
                 "step": np.arange(n, dtype=np.int32),
