@@ -161,6 +161,26 @@ def test_sparse_scattered_layout_maps_the_touched_chunks():
         )
 
 
+def test_a_layout_maps_exactly_its_mapped_chunks():
+    # chunks 1, 4 and 7 of 9 mapped: 1 and 7 are, 2 (between), 0 (before), 8 (after) are not
+    layout = PhysicalLayout("scattered", chunks=9, chunk_bytes=CHUNK, mapped=(1, 4, 7))
+    assert layout.maps(np.array([1, 7])) and layout.maps(np.array([4, 4, 1]))
+    for chunks in ([1, 2], [0], [8], [7, 9]):
+        assert not layout.maps(np.array(chunks)), chunks
+    whole = PhysicalLayout("contiguous", chunks=9, chunk_bytes=CHUNK)
+    assert whole.maps(np.arange(9)) and not whole.maps(np.array([9]))
+    # a walk over mapped chunks only is a work; one more element in chunk 5 is not
+    seq = np.array([CHUNK // 8, 4 * CHUNK // 8 + 3, 7 * CHUNK // 8])
+    MappedChaseWork(
+        sequence_work("cg", seq, warmup_steps=3, record_steps=6, element_bytes=8), layout
+    )
+    with pytest.raises(ValueError, match="unmapped"):
+        seq = np.append(seq, 5 * CHUNK // 8)
+        MappedChaseWork(
+            sequence_work("cg", seq, warmup_steps=4, record_steps=8, element_bytes=8), layout
+        )
+
+
 def test_page_map_coalescing_engine_matches_reference():
     # the engine and the Python reference model give the same latencies, load for load, with
     # a scattered and a contiguous page map (coalescing keys, physical addresses for the L2)

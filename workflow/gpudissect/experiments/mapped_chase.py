@@ -20,6 +20,7 @@ mapping across launches (the walks of growing length reuse it) until `ReleaseMap
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 
 import numpy as np
 
@@ -72,6 +73,21 @@ class PhysicalLayout:
             return np.arange(self.chunks, dtype=np.int64)
         return np.asarray(self.mapped, dtype=np.int64)
 
+    def maps(self, chunks: np.ndarray) -> bool:
+        """Whether every one of `chunks` is mapped (asked of every launch of a sweep: the
+        tuple of mapped chunks, tens of thousands long, becomes an array once)."""
+        if self.mapped is None:
+            return bool(np.all((chunks >= 0) & (chunks < self.chunks)))
+        m = self._mapped_sorted
+        at = np.minimum(np.searchsorted(m, chunks), len(m) - 1)
+        return bool(np.all(m[at] == chunks))
+
+    @cached_property
+    def _mapped_sorted(self) -> np.ndarray:
+        m = np.asarray(self.mapped, dtype=np.int64)
+        m.setflags(write=False)
+        return m
+
     def allocation_order(self) -> np.ndarray:
         """For each mapped chunk (ascending), the physical allocation behind it (allocations
         made one per mapped chunk, numbered in the order they are made)."""
@@ -123,7 +139,7 @@ class MappedChaseWork:
                 f"{self.layout.size_bytes}"
             )
         touched = distinct(self.chase.sparse_positions * 8 // self.layout.chunk_bytes)
-        if not np.isin(touched, self.layout.mapped_chunks()).all():
+        if not self.layout.maps(touched):
             raise ValueError("the chase touches chunks its layout leaves unmapped")
 
 
