@@ -274,3 +274,33 @@ def test_gpu_benchmark_tabulates_a_logged_profile(classic_run, tmp_path):
     assert row[0] == "sim0/pchase_classic"
     assert row[head.index("launches")] == "12"
     assert bench._sweep_profile(tmp_path / "absent.log") is None
+
+
+@pytest.mark.gpu
+def test_cuda_chase_launch_is_profiled(pchase_backend):
+    # one dense chase of 8 KiB at a 128-B stride, 64 records: the chain goes up once (8192
+    # bytes), one P-chase launch and one wait, latencies and indices come back (2 x 64 x 4 bytes)
+    from gpudissect.contract.backend import ChaseWork
+    from gpudissect.patterns import stride_chain
+
+    chain = stride_chain(array_bytes=8192, stride_bytes=128)
+    work = ChaseWork(
+        path="cg",
+        chain=chain,
+        start_index=0,
+        warmup_steps=64,
+        record_steps=64,
+        shared_buffer_bytes=16384,
+    )
+    p = pchase_backend.sweep_profile
+    before = p.summary(wall_s=0, run_s=0, write_s=0, backend="cuda")
+    result = pchase_backend.run_chase(work, carveout_pct=100)
+    after = p.summary(wall_s=0, run_s=0, write_s=0, backend="cuda")
+    delta = {k: after[k] - before[k] for k in after if isinstance(after[k], (int, float))}
+    assert len(result.latency_cycles) == 64
+    assert delta["backend_calls"] == 1
+    assert delta["launches"] == 1
+    assert delta["sync_calls"] == 1 and delta["sync_s"] > 0
+    assert delta["htod_bytes"] == 8192
+    assert delta["dtoh_bytes"] == 2 * 64 * 4
+    assert delta["backend_s"] >= delta["sync_s"] + delta["launch_s"]
