@@ -95,18 +95,22 @@ def onsets(table: pd.DataFrame) -> dict[int, int]:
     """line -> onset k (see module docstring); lines that never persistently miss are absent."""
     missed = table.pivot(index="line", columns="k", values="missing").fillna(False).to_numpy()
     missed = missed.astype(bool)
-    present = table.pivot(index="line", columns="k", values="size").notna().to_numpy()
+    present = table.pivot(index="line", columns="k", values="size").notna().to_numpy(bool)
     lines = np.array(sorted(table["line"].unique()))
-    out = {}
-    for row, line in enumerate(lines):
-        m, p = missed[row], present[row]
-        for j in np.flatnonzero(m & p):
-            later = p[j:]
-            if m[j:][later].mean() >= PERSISTENCE:
-                out[int(line)] = j
-                break
+    # for every line and k at once: the share of the line's present k from this one on at
+    # which it missed (a division of whole counts, the value `mean` of those k gives)
+    hit_now = missed & present
+    later_missed = np.cumsum(hit_now[:, ::-1], axis=1)[:, ::-1]
+    later_present = np.cumsum(present[:, ::-1], axis=1)[:, ::-1]
+    with np.errstate(invalid="ignore", divide="ignore"):
+        share = later_missed / later_present
+    onset = hit_now & (share >= PERSISTENCE)
+    rows = np.flatnonzero(onset.any(axis=1))
+    if not rows.size:
+        return {}
+    first = onset[rows].argmax(axis=1)
     ks = np.array(sorted(table["k"].unique()))
-    return {line: int(ks[j]) for line, j in out.items()}
+    return {int(lines[r]): int(ks[j]) for r, j in zip(rows, first, strict=True)}
 
 
 def find_sets(table: pd.DataFrame, *, base_lines: int) -> SetStructure:

@@ -1,9 +1,10 @@
-"""The per-(k, line) miss table of the caches' stage 2 (analysis.caches.cache_structure)."""
+"""The tables of the caches' stage 2 (analysis.caches.cache_structure): misses per (k, line) and
+each line's onset."""
 
 import numpy as np
 import pandas as pd
 
-from gpudissect.analysis.caches.cache_structure import line_miss_table
+from gpudissect.analysis.caches.cache_structure import PERSISTENCE, line_miss_table, onsets
 from gpudissect.analysis.caches.level_size import Classifier
 
 CLASSIFIER = Classifier(hit_latency_cycles=50.0, threshold_cycles=100.0, outlier_rate=0.01)
@@ -51,3 +52,24 @@ def test_no_rows_give_an_empty_table_of_the_same_columns():
     t = line_miss_table(_rows([], [], []), CLASSIFIER, 128)
     assert list(t.columns) == ["k", "line", "size", "sum", "missing"]
     assert len(t) == 0
+
+
+def test_a_line_starts_missing_where_it_keeps_missing_at_the_later_k_it_was_walked():
+    # k = 1..5; M miss, h hit, . not walked (absent from the table)
+    #   line 0: M h h h h  -> 1 of 5 from k=1 (0.2): no onset
+    #   line 1: h h M M M  -> from k=3: 3 of 3: onset 3
+    #   line 2: . M h M M  -> from k=2: 3 of 4 (0.75 < 0.8); from k=4: 2 of 2: onset 4
+    #   line 3: . M M M .  -> from k=2: 3 of 3 (k=5 not walked counts neither way): onset 2
+    assert PERSISTENCE == 0.8
+    rows = {0: "Mhhhh", 1: "hhMMM", 2: ".MhMM", 3: ".MMM."}
+    table = pd.DataFrame(
+        [
+            {"k": k, "line": line, "size": 8, "missing": mark == "M"}
+            for k in range(1, 6)
+            for line, marks in rows.items()
+            if (mark := marks[k - 1]) != "."
+        ]
+    )
+    assert onsets(table) == {1: 3, 2: 4, 3: 2}
+    assert list(onsets(table)) == [1, 2, 3]
+    assert onsets(table[table["line"] == 0]) == {}
