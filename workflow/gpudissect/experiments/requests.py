@@ -31,6 +31,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -328,7 +329,10 @@ def _run_once(
     seed of a point differs between repeats (a simulated repeat is a new measurement,
     deterministic for the config's seed); `planned`: the points of a whole pass; `counted`:
     (points run before this pass, points to run in all, as known now) for `progress`."""
-    cols: dict[str, list] = {name: [] for name in SCHEMA.names}
+    # one entry per launch configuration, repeated per run at the end (a row at a time cost
+    # more than the launches of the smallest configurations)
+    done: list[tuple] = []
+    elapsed: list[np.ndarray] = []
     first = min((p.threads for p in points), default=0)
     # every sweep's smallest launch first: the scoreboard limit compares them (stable order)
     for p in sorted(points, key=lambda p: p.threads != first):
@@ -347,21 +351,26 @@ def _run_once(
             return None
         # distinct blocks by construction of pattern_offsets: N x ceil(T / K)
         footprint = p.loads_per_thread * -(-p.threads // p.merge_threads) * sweep.block_bytes
-        for r in range(sweep.runs):
-            cols["point"].append(p.point)
-            cols["repeat"].append(repeat)
-            cols["pattern"].append(p.pattern)
-            cols["merge_threads"].append(p.merge_threads)
-            cols["loads_per_thread"].append(p.loads_per_thread)
-            cols["threads"].append(p.threads)
-            cols["blocks"].append(blocks_of(p.threads))
-            cols["block_threads"].append(block_threads_of(p.threads))
-            cols["run"].append(r)
-            cols["block_bytes"].append(sweep.block_bytes)
-            cols["footprint_bytes"].append(footprint)
-            cols["elapsed_cycles"].append(result.elapsed_cycles[r])
-            cols["sm_clock_mhz"].append(result.sm_clock_mhz)
+        done.append(
+            (
+                p.point, repeat, p.pattern, p.merge_threads, p.loads_per_thread, p.threads,
+                blocks_of(p.threads), block_threads_of(p.threads), sweep.block_bytes, footprint,
+                result.sm_clock_mhz,
+            )
+        )  # fmt: skip
+        elapsed.extend(result.elapsed_cycles[r] for r in range(sweep.runs))
         if progress:
             counted = (counted[0] + 1, counted[1])
             progress(*counted)
-    return pd.DataFrame(cols)
+    if not done:
+        return pd.DataFrame({name: [] for name in SCHEMA.names})
+    names = [
+        "point", "repeat", "pattern", "merge_threads", "loads_per_thread", "threads", "blocks",
+        "block_threads", "block_bytes", "footprint_bytes", "sm_clock_mhz",
+    ]  # fmt: skip
+    cols: dict[str, Any] = {
+        name: np.repeat(np.array([d[i] for d in done]), sweep.runs) for i, name in enumerate(names)
+    }
+    cols["run"] = np.tile(np.arange(sweep.runs), len(done))
+    cols["elapsed_cycles"] = elapsed
+    return pd.DataFrame({name: cols[name] for name in SCHEMA.names})
