@@ -16,9 +16,10 @@ from gpudissect.backends.cuda_profile import (
     ProfiledFunction,
     raw,
 )
-from gpudissect.config import SizeRange, load
+from gpudissect.config import load
 from gpudissect.contract.backend import Backend, handles
 from gpudissect.contract.profile import KINDS, PROFILE_TAG, SweepProfile, profiled_call
+from gpudissect.families import family
 from gpudissect.sweep import TIMING_TAG, run_experiment
 from gpudissect.traces import read_trace
 
@@ -36,14 +37,17 @@ def classic_run(tmp_path_factory):
     """pchase_classic on the GTX780 twin, its log records kept: one run_chase per point."""
     cfg = load(REPO / "config" / "config.yaml", base_dir=REPO)
     device = cfg.device("gtx780")
-    small = replace(
-        device.params["pchase_classic"],
-        saavedra_array_bytes=(16384,),
-        saavedra_max_stride_bytes=256,
-        wong_array_bytes=SizeRange(12032, 12288, 64),
-        record_steps=256,
-    )  # 7 Saavedra strides and 5 Wong sizes: 12 launches
-    device = replace(device, params={**device.params, "pchase_classic": small})
+    section = device.experiments["pchase_classic"] | {
+        "saavedra": {"array_bytes": [16384], "max_stride_bytes": 256},
+        "wong": {"stride_bytes": 32, "array_bytes": {"start": 12032, "stop": 12288, "step": 64}},
+        "record_steps": 256,
+    }  # 7 Saavedra strides (4 to 256 B) and 5 Wong sizes: 12 launches
+    small = family("pchase_classic").parse_params(section, "pchase_classic")
+    device = replace(
+        device,
+        params={**device.params, "pchase_classic": small},
+        experiments={**device.experiments, "pchase_classic": section},
+    )
     out = tmp_path_factory.mktemp("profile") / "t.parquet"
     records = []
     handler = logging.Handler()
