@@ -34,6 +34,7 @@ from ..contract.node import (
     Timings,
 )
 from ..exceptions import DeviceUnavailable
+from .cuda_profile import raw
 from .safety import keep_multicast_off
 
 if TYPE_CHECKING:
@@ -164,7 +165,7 @@ class _Session:
                 if ok:
                     with self.on(s):
                         try:
-                            self.drv.Context.enable_peer_access(self.backends[d].context.raw)
+                            self.drv.Context.enable_peer_access(raw(self.backends[d].context))
                         except self.drv.LogicError as exc:  # already enabled is fine
                             if "already" not in str(exc):
                                 raise
