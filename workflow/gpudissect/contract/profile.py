@@ -38,19 +38,35 @@ class SweepProfile:
     """Counters and host-side timers of one sweep's backend (see the module docstring)."""
 
     def __init__(self) -> None:
-        self.calls = {k: 0 for k in KINDS}
-        self.seconds = {k: 0.0 for k in KINDS}
-        self.copy_bytes = {k: 0 for k in COPY_KINDS}
+        # per kind: [calls, seconds, bytes], lists the driver stand-ins add to in place (a
+        # launch of a few microseconds should not wait on the counting)
+        self._acc = {k: [0, 0.0, 0] for k in KINDS}
         self.backend_calls = 0
         self.backend_s = 0.0
         self._depth = 0
 
+    def accumulator(self, kind: str) -> list:
+        """The [calls, seconds, bytes] of `kind`, to add to in place."""
+        return self._acc[kind]
+
     def add(self, kind: str, seconds: float, *, nbytes: int = 0, calls: int = 1) -> None:
         """Count `calls` driver calls of `kind` that took `seconds` (and moved `nbytes`)."""
-        self.calls[kind] += calls
-        self.seconds[kind] += seconds
-        if kind in self.copy_bytes:
-            self.copy_bytes[kind] += int(nbytes)
+        acc = self._acc[kind]
+        acc[0] += calls
+        acc[1] += seconds
+        acc[2] += int(nbytes)
+
+    @property
+    def calls(self) -> dict[str, int]:
+        return {k: a[0] for k, a in self._acc.items()}
+
+    @property
+    def seconds(self) -> dict[str, float]:
+        return {k: a[1] for k, a in self._acc.items()}
+
+    @property
+    def copy_bytes(self) -> dict[str, int]:
+        return {k: self._acc[k][2] for k in COPY_KINDS}
 
     @contextmanager
     def timed(self, kind: str, *, nbytes: int = 0) -> Iterator[None]:
@@ -74,7 +90,7 @@ class SweepProfile:
                 self.backend_calls += 1
                 self.backend_s += time.perf_counter() - start
                 if launch:
-                    self.calls["launch"] += 1
+                    self._acc["launch"][0] += 1
 
     def summary(
         self, *, wall_s: float, run_s: float, write_s: float, backend: str
@@ -82,7 +98,8 @@ class SweepProfile:
         """The profile as the `sweep profile:` line holds it. `wall_s`: the sweep's wall time
         (its `sweep timing:` elapsed_s); `run_s`: the experiment's run, backend calls
         included; `write_s`: writing the trace."""
-        driver_s = sum(self.seconds.values())
+        calls, seconds, copy_bytes = self.calls, self.seconds, self.copy_bytes
+        driver_s = sum(seconds.values())
         out: dict[str, Any] = {
             "backend": backend,
             "wall_s": round(wall_s, 4),
@@ -96,13 +113,13 @@ class SweepProfile:
             "experiment_host_s": round(max(run_s - self.backend_s, 0.0), 4),
             # the handlers' host work beside the driver calls (on the simulator: the simulator)
             "backend_host_s": round(max(self.backend_s - driver_s, 0.0), 4),
-            "launches": self.calls["launch"],
+            "launches": calls["launch"],
         }
         for k in KINDS:
-            out[f"{k}_calls"] = self.calls[k]
-            out[f"{k}_s"] = round(self.seconds[k], 4)
+            out[f"{k}_calls"] = calls[k]
+            out[f"{k}_s"] = round(seconds[k], 4)
         for k in COPY_KINDS:
-            out[f"{k}_bytes"] = self.copy_bytes[k]
+            out[f"{k}_bytes"] = copy_bytes[k]
         return out
 
 
