@@ -44,7 +44,12 @@ def run_once(work: Path, target: str, cores: int, server: bool) -> tuple[float, 
     """One run from fresh outputs: its wall time and the CPU time of its processes."""
     _fresh(work)
     bin_dir = str(Path(sys.executable).parent)
-    env = {"PATH": f"{bin_dir}:/usr/bin:/bin", "HOME": str(work)}
+    # the copy's package, not the one the environment may have installed from the checkout
+    env = {
+        "PATH": f"{bin_dir}:/usr/bin:/bin",
+        "HOME": str(work),
+        "PYTHONPATH": str(work / "workflow"),
+    }
     if not server:
         env["GPUDISSECT_FORKSERVER"] = "off"
     before = resource.getrusage(resource.RUSAGE_CHILDREN)

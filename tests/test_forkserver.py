@@ -211,3 +211,37 @@ def test_the_preload_goes_on_without_numba_as_on_a_gpu_host():
     )
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert proc.stdout.split() == ["True", "True", "False"]
+
+
+def test_a_package_edited_during_the_run_is_imported_afresh(tmp_path, monkeypatch, trace):
+    # a copy of the package, so that this test may edit it
+    import shutil
+
+    copy = tmp_path / "pkg"
+    shutil.copytree(REPO / "workflow/gpudissect", copy / "gpudissect")
+    monkeypatch.chdir(REPO)
+    monkeypatch.setenv("PYTHONPATH", str(copy))
+    monkeypatch.delenv(forkserver.ENV, raising=False)
+    started = forkserver.start(tmp_path / "srv")
+    proc, path = started
+    try:
+        for _ in range(600):
+            if os.path.exists(path) or proc.poll() is not None:
+                break
+            time.sleep(0.1)
+        env = {**os.environ, "PYTHONPATH": str(copy), forkserver.ENV: path}
+        log = tmp_path / "srv/forkserver.log"
+        first = _gpudissect(
+            "analyze", "--trace", str(trace), "--out", "a.json", env=env, cwd=tmp_path
+        )
+        assert first.returncode == 0, first.stderr
+        assert "runs itself" not in log.read_text()
+        (copy / "gpudissect/edited.py").write_text("")
+        second = _gpudissect(
+            "analyze", "--trace", str(trace), "--out", "b.json", env=env, cwd=tmp_path
+        )
+        assert second.returncode == 0, second.stderr
+        assert "the package's files changed since this server started" in log.read_text()
+        assert (tmp_path / "a.json").read_bytes() == (tmp_path / "b.json").read_bytes()
+    finally:
+        forkserver.stop(started)

@@ -52,6 +52,21 @@ def _identity() -> dict[str, str]:
     }
 
 
+def _package_stamp() -> tuple[int, int]:
+    """The package's Python files, as their count and latest change: a server whose package
+    changed since it started (a checkout edited during a run) takes no more jobs, which then
+    import the package as it is now, as each job did before the server."""
+    root = Path(__file__).resolve().parent
+    latest, count = 0, 0
+    for path in root.rglob("*.py"):
+        try:
+            latest = max(latest, path.stat().st_mtime_ns)
+        except OSError:
+            continue
+        count += 1
+    return count, latest
+
+
 def _recv_exactly(conn: socket.socket, n: int) -> bytes:
     data = b""
     while len(data) < n:
@@ -238,6 +253,7 @@ def serve(path: str, parent_pid: int) -> None:
     sys.stdout.flush()
     sys.stderr.flush()
     identity = _identity()
+    stamp = _package_stamp()
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     staging = f"{path}.{os.getpid()}"
     listener.bind(staging)
@@ -252,7 +268,7 @@ def serve(path: str, parent_pid: int) -> None:
         while True:
             for key, _ in sel.select(timeout=0.5):
                 if key.fileobj is listener:
-                    _take(listener, identity, sel, running)
+                    _take(listener, identity, stamp, sel, running)
                 else:  # the job's process closed its end: it was stopped
                     conn = key.fileobj
                     try:
@@ -281,7 +297,7 @@ def serve(path: str, parent_pid: int) -> None:
             pass
 
 
-def _take(listener, identity, sel, running) -> None:
+def _take(listener, identity, stamp, sel, running) -> None:
     conn, _ = listener.accept()
     try:
         conn.settimeout(10)
@@ -291,7 +307,17 @@ def _take(listener, identity, sel, running) -> None:
     except (OSError, ValueError, struct.error, pickle.UnpicklingError, EOFError):
         conn.close()
         return
-    if request.get("identity") != identity or request.get("kind") not in RUNNERS:
+    why = (
+        "it runs another interpreter, package or module path than this server"
+        if request.get("identity") != identity
+        else f"unknown kind {request.get('kind')!r}"
+        if request.get("kind") not in RUNNERS
+        else "the package's files changed since this server started"
+        if _package_stamp() != stamp
+        else None
+    )
+    if why is not None:
+        print(f"forkserver: a job runs itself: {why}", file=sys.stderr, flush=True)
         for fd in fds:
             os.close(fd)
         conn.sendall(_REFUSED)
