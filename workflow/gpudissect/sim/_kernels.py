@@ -14,7 +14,9 @@ arrays, so one compiled function serves every structure:
   ``cfg_i[I_MAPSHIFT]`` = log2 of the chunk, 0 when there is no map (physical = virtual)
 - ``clk[s]``: the stamp counter of structure ``s``; ``rng`` (uint64[2]): xorshift64* states,
   ``rng[0]`` for replacement decisions and ``rng[1]`` for timing noise, so turning noise off
-  does not change which lines are replaced; ``spare`` (float64[2]) the pending normal variate.
+  does not change which lines are replaced; ``spare`` (float64[3]) the pending normal variate
+  (``_noise_kernels``); ``noise`` (int64[NOISE_BLOCK]) and ``work`` (float64[5, NOISE_BLOCK])
+  room for drawing the noise of the next block of loads.
 
 Every function is compiled with ``_nrt=False``: none allocates, and without the runtime's
 reference counting the array arguments of inner calls cost nothing (with it, a load took
@@ -28,6 +30,8 @@ from __future__ import annotations
 
 import numpy as np
 from numba import njit
+
+from ._noise_kernels import noise_block, rng_uniform
 
 # columns of ``par``
 C_NSETS, C_SETOFF, C_LSHIFT, C_SSHIFT = 0, 1, 2, 3
@@ -56,6 +60,7 @@ I_DRAM, I_WINDOW, I_SWITCH, I_OUTLIER, I_MAXWARPS, I_MAPSHIFT = 0, 1, 2, 3, 4, 5
 NCFG_I = 6
 COALESCED_KEY_BIT = np.int64(1) << np.int64(58)  # tlb.py
 F_JITTER, F_OUTLIER_P = 0, 1
+NOISE_BLOCK = 256  # loads whose noise is drawn ahead, in one go
 # the slice array of a sliced L2 (sim/l2_slices.py) for one path and SM: the path row of the
 # sliced cache (-1: none), the slice function's kind, shift, period and slice count, the length
 # of its data, the structure of the SM's partition's near-copy store (-1: no copies); then the
@@ -63,61 +68,6 @@ F_JITTER, F_OUTLIER_P = 0, 1
 # latency and the copy store of its (home) partition
 SL_ROW, SL_KIND, SL_SHIFT, SL_PERIOD, SL_NSLICES, SL_NDATA, SL_COPY = 0, 1, 2, 3, 4, 5, 6
 SL_HEAD = 7
-
-_S12, _S25, _S27, _S11 = np.uint64(12), np.uint64(25), np.uint64(27), np.uint64(11)
-_MULT = np.uint64(0x2545F4914F6CDD1D)
-_TWO53_INV = 1.0 / 9007199254740992.0
-
-
-@njit(cache=True, _nrt=False, inline="always")
-def rng_next(rng, stream):
-    """xorshift64* step on ``rng[stream]``; returns the next 64-bit output."""
-    x = rng[stream]
-    x ^= x >> _S12
-    x ^= x << _S25
-    x ^= x >> _S27
-    rng[stream] = x
-    return x * _MULT
-
-
-@njit(cache=True, _nrt=False, inline="always")
-def rng_uniform(rng, stream):
-    """A float in [0, 1) with 53 random bits."""
-    return float(rng_next(rng, stream) >> _S11) * _TWO53_INV
-
-
-@njit(cache=True, _nrt=False, inline="always")
-def rng_normal(rng, stream, spare):
-    """A standard normal variate (Box-Muller; the second variate of a pair is kept in
-    ``spare`` = [has_spare, value] and returned by the next call)."""
-    if spare[0] != 0.0:
-        spare[0] = 0.0
-        return spare[1]
-    u1 = rng_uniform(rng, stream)
-    u2 = rng_uniform(rng, stream)
-    if u1 < 1e-300:
-        u1 = 1e-300
-    r = np.sqrt(-2.0 * np.log(u1))
-    spare[0], spare[1] = 1.0, r * np.sin(2.0 * np.pi * u2)
-    return r * np.cos(2.0 * np.pi * u2)
-
-
-@njit(cache=True, _nrt=False, inline="always")
-def noise_cycles(rng, spare, jitter_cycles, outlier_probability, outlier_cycles):
-    """Rounded Gaussian jitter plus, rarely, an outlier: the noise added to one access."""
-    extra = 0
-    if jitter_cycles > 0.0:
-        extra = np.int64(np.floor(rng_normal(rng, 1, spare) * jitter_cycles + 0.5))
-    if outlier_probability > 0.0 and rng_uniform(rng, 1) < outlier_probability:
-        extra += outlier_cycles
-    return extra
-
-
-@njit(cache=True, _nrt=False)
-def noise_fill(out, rng, spare, jitter_cycles, outlier_probability, outlier_cycles):
-    """``out.shape[0]`` successive ``noise_cycles`` draws into ``out``, in one call."""
-    for t in range(out.shape[0]):
-        out[t] = noise_cycles(rng, spare, jitter_cycles, outlier_probability, outlier_cycles)
 
 
 @njit(cache=True, _nrt=False, inline="always")
@@ -405,15 +355,14 @@ def load(
     wcum,
     clk,
     rng,
-    spare,
     state,
     cfg_i,
-    cfg_f,
     vmap,
     vrun,
     slc,
 ):
-    """Latency in cycles of one load by warp ``warp`` (the rules: hierarchy.py's docstring).
+    """Latency in cycles of one load by warp ``warp`` before noise (the rules: hierarchy.py's
+    docstring); the caller adds the load's noise and clamps at 0.
 
     ``path[c]`` = (structure of copy 0, hit latency on this path, flags, copies, copy mapping)
     of its ``c``-th cache; the warp's copy is looked up (``instance_of``). The walk
@@ -422,7 +371,9 @@ def load(
     window switch; the other caches until one hits (a MISS_ON_TLB_MISS cache counts as missed
     when the nearest TLB level missed); else DRAM; then noise. TLB levels and caches share one
     loop so that ``lookup`` is inlined once. The caches after translation see the physical
-    address (``physical_of``), the TLB levels their entry key (``entry_key``).
+    address (``physical_of``), the TLB levels their entry key (``entry_key``). The noise
+    stream is the caller's: it draws the noise of a block of loads beforehand (``noise_block``),
+    which consumes the streams as drawing it load by load does (nothing else uses stream 1).
     """
     ntlb, ncache = tlbs.shape[0], path.shape[0]
     phys = physical_of(addr, vmap, cfg_i)
@@ -467,9 +418,7 @@ def load(
         elif r == HIT and not (nearest_missed and path[c, P_FLAGS] & MISS_ON_TLB_MISS):
             latency = path[c, P_LAT] if c != slc[SL_ROW] else slice_latency(a, slc)
             break
-    latency += penalty
-    latency += noise_cycles(rng, spare, cfg_f[F_JITTER], cfg_f[F_OUTLIER_P], cfg_i[I_OUTLIER])
-    return max(latency, 0)
+    return latency + penalty
 
 
 @njit(cache=True, _nrt=False)
@@ -487,6 +436,8 @@ def run_sequence(
     clk,
     rng,
     spare,
+    noise,
+    work,
     state,
     cfg_i,
     cfg_f,
@@ -494,28 +445,19 @@ def run_sequence(
     vrun,
     slc,
 ):
-    """Dependent loads of ``addrs`` by warp ``warp``, one after another; latencies into ``out``."""
-    for t in range(addrs.shape[0]):
-        out[t] = load(
-            addrs[t],
-            warp,
-            path,
-            tlbs,
-            par,
-            sets,
-            idx,
-            lines,
-            wcum,
-            clk,
-            rng,
-            spare,
-            state,
-            cfg_i,
-            cfg_f,
-            vmap,
-            vrun,
-            slc,
-        )
+    """Dependent loads of ``addrs`` by warp ``warp``, one after another; latencies into ``out``
+    (``noise``, ``work``: room for the noise of a block of loads, ``noise_block``)."""
+    total, block = addrs.shape[0], noise.shape[0]
+    for t0 in range(0, total, block):
+        n = min(block, total - t0)
+        jit, outlier_p, outlier = cfg_f[F_JITTER], cfg_f[F_OUTLIER_P], cfg_i[I_OUTLIER]
+        noise_block(noise, 0, n, rng, spare, jit, outlier_p, outlier, work)
+        for b in range(n):
+            lat = load(
+                addrs[t0 + b], warp, path, tlbs, par, sets, idx, lines, wcum, clk, rng, state,
+                cfg_i, vmap, vrun, slc,
+            )  # fmt: skip
+            out[t0 + b] = max(lat + noise[b], 0)
 
 
 @njit(cache=True, _nrt=False)
@@ -549,6 +491,8 @@ def run_chase(
     clk,
     rng,
     spare,
+    noise,
+    work,
     state,
     cfg_i,
     cfg_f,
@@ -559,32 +503,22 @@ def run_chase(
     """The fine-grained P-chase of Mei & Chu (TPDS Listing 3): ``j = chain[j]``, timed.
 
     ``warmup_steps`` untimed steps, then one recorded (latency, loaded index) per step; every
-    load is warp ``warp``'s.
+    load is warp ``warp``'s. ``noise``, ``work``: room for the noise of a block of loads
+    (``noise_block``).
     """
     j = np.int64(start)
-    for t in range(warmup_steps + out_lat.shape[0]):
-        addr = base_bytes + j * element_bytes
-        lat = load(
-            addr,
-            warp,
-            path,
-            tlbs,
-            par,
-            sets,
-            idx,
-            lines,
-            wcum,
-            clk,
-            rng,
-            spare,
-            state,
-            cfg_i,
-            cfg_f,
-            vmap,
-            vrun,
-            slc,
-        )
-        j = np.int64(chain[j])
-        if t >= warmup_steps:
-            out_lat[t - warmup_steps] = lat
-            out_idx[t - warmup_steps] = j
+    total, block = warmup_steps + out_lat.shape[0], noise.shape[0]
+    for t0 in range(0, total, block):
+        n = min(block, total - t0)
+        jit, outlier_p, outlier = cfg_f[F_JITTER], cfg_f[F_OUTLIER_P], cfg_i[I_OUTLIER]
+        noise_block(noise, 0, n, rng, spare, jit, outlier_p, outlier, work)
+        for b in range(n):
+            lat = load(
+                base_bytes + j * element_bytes, warp, path, tlbs, par, sets, idx, lines, wcum,
+                clk, rng, state, cfg_i, vmap, vrun, slc,
+            )  # fmt: skip
+            j = np.int64(chain[j])
+            t = t0 + b
+            if t >= warmup_steps:
+                out_lat[t - warmup_steps] = max(lat + noise[b], 0)
+                out_idx[t - warmup_steps] = j

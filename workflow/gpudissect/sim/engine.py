@@ -152,6 +152,8 @@ class SimGPU:
         self._cfg_i[K.I_SWITCH] = tlbs.window_switch_penalty_cycles if tlbs else 0
         self._cfg_i[K.I_OUTLIER] = noise.outlier_cycles
         self._cfg_f = np.array([noise.jitter_cycles, noise.outlier_probability], dtype=np.float64)
+        self._noise = np.empty(K.NOISE_BLOCK, dtype=np.int64)  # a block's noise, drawn ahead
+        self._work = np.empty((5, K.NOISE_BLOCK), dtype=np.float64)
         self.set_page_map(None)
         self.reset()
 
@@ -195,7 +197,7 @@ class SimGPU:
         a["par"][:, K.C_VALID] = 0
         self._state = np.array([-1], dtype=np.int64)  # active page-table window
         self._rng = seed_states(self.seed)
-        self._spare = np.zeros(2, dtype=np.float64)  # pending normal variate of the noise
+        self._spare = np.zeros(3, dtype=np.float64)  # pending normal variate of the noise
 
     def _path(self, path: str) -> np.ndarray:
         if path not in self._paths:
@@ -224,6 +226,8 @@ class SimGPU:
             a["clk"],
             self._rng,
             self._spare,
+            self._noise,
+            self._work,
             self._state,
             self._cfg_i,
             self._cfg_f,

@@ -5,7 +5,7 @@ refresh). The simulator adds rounded Gaussian jitter with standard deviation ``j
 to every access and, with probability ``outlier_probability``, ``outlier_cycles`` more. The
 same seed gives the same noise, access for access.
 
-Random numbers come from xorshift64* (``_kernels.rng_*``), seeded through splitmix64. A device
+Random numbers come from xorshift64* (``_noise_kernels.rng_*``), seeded through splitmix64. A device
 has two independent streams: 0 for replacement decisions, 1 for noise.
 """
 
@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from . import _kernels as K
+from . import _noise_kernels as K
 
 _MASK64 = (1 << 64) - 1
 REPLACEMENT_STREAM, NOISE_STREAM = 0, 1
@@ -72,7 +72,7 @@ class Noise:
     def reset(self) -> None:
         """Back to the first draw for this seed."""
         self.state = seed_states(self.seed)
-        self.spare = np.zeros(2, dtype=np.float64)
+        self.spare = np.zeros(3, dtype=np.float64)
 
     def draw(self) -> int:
         """Noise for one access, in cycles (may be negative: jitter is centred on zero)."""
@@ -89,5 +89,6 @@ class Noise:
             float(s.jitter_cycles),
             float(s.outlier_probability),
             int(s.outlier_cycles),
+            np.empty((5, min(max(int(n), 1), 4096)), dtype=np.float64),
         )
         return out
