@@ -264,25 +264,28 @@ def _fill(addr, par, s, sets, idx, lines, wcum, clk, rng, sector_mask, prefetch)
     return result
 
 
+@njit(cache=True, _nrt=False)
+def _prefetch(addr, par, s, sets, idx, lines, wcum, clk, rng):
+    """The ``par[s, C_PREFETCH]`` whole lines after ``addr``'s, brought in after its miss."""
+    lshift, sshift = par[s, C_LSHIFT], par[s, C_SSHIFT]
+    whole = (np.int64(1) << (np.int64(1) << (lshift - sshift))) - 1
+    for k in range(1, par[s, C_PREFETCH] + 1):
+        a = ((addr >> lshift) + k) << lshift
+        _fill(a, par, s, sets, idx, lines, wcum, clk, rng, whole, True)
+
+
 @njit(cache=True, _nrt=False, inline="always")
 def lookup(addr, par, s, sets, idx, lines, wcum, clk, rng):
     """One load of ``addr`` in structure ``s``: HIT, or MISS after filling its sector.
 
-    A miss (line or sector) also prefetches the next ``par[s, C_PREFETCH]`` whole lines.
-    (One call site of ``_fill`` keeps the inlined kernels small.)
+    A miss (line or sector) also prefetches the next ``par[s, C_PREFETCH]`` whole lines
+    (``_prefetch``, out of line: few caches prefetch).
     """
     lshift, sshift = par[s, C_LSHIFT], par[s, C_SSHIFT]
     sector = (addr >> sshift) & ((np.int64(1) << (lshift - sshift)) - 1)
-    whole = (np.int64(1) << (np.int64(1) << (lshift - sshift))) - 1
-    result = HIT
-    for k in range(par[s, C_PREFETCH] + 1):
-        a = addr if k == 0 else ((addr >> lshift) + k) << lshift
-        mask = np.int64(1) << sector if k == 0 else whole
-        r = _fill(a, par, s, sets, idx, lines, wcum, clk, rng, mask, k > 0)
-        if k == 0:
-            result = r
-            if r == HIT:
-                break
+    result = _fill(addr, par, s, sets, idx, lines, wcum, clk, rng, np.int64(1) << sector, False)
+    if result != HIT and par[s, C_PREFETCH] > 0:
+        _prefetch(addr, par, s, sets, idx, lines, wcum, clk, rng)
     return result
 
 
@@ -343,82 +346,68 @@ def entry_key(addr, par, s, vrun, cfg_i):
 
 
 @njit(cache=True, _nrt=False, inline="always")
+def _cache_step(c, a, warp, path, par, sets, idx, lines, wcum, clk, rng, cfg_i, slc, tlb_missed):
+    """The load of ``a`` in the ``c``-th cache of the path (the warp's copy): (whether it
+    serves the load, its latency). ``tlb_missed``: the nearest TLB level missed."""
+    s = path[c, P_STRUCT] + instance_of(warp, path[c, P_NINST], path[c, P_ISEL], cfg_i[I_MAXWARPS])
+    copied = c == slc[SL_ROW] and slc[SL_COPY] >= 0
+    if copied:
+        near = near_copy(a, slc, par, sets, idx, lines, wcum, clk, rng)
+        if near >= 0:
+            return True, near
+    r = lookup(a, par, s, sets, idx, lines, wcum, clk, rng)
+    if copied and r != HIT:
+        home_copy(a, slc, par, sets, idx, lines, wcum, clk, rng)
+    if r == HIT and not (tlb_missed and path[c, P_FLAGS] & MISS_ON_TLB_MISS):
+        return True, path[c, P_LAT] if c != slc[SL_ROW] else slice_latency(a, slc)
+    return False, np.int64(0)
+
+
+@njit(cache=True, _nrt=False, inline="always")
 def load(
-    addr,
-    warp,
-    path,
-    tlbs,
-    par,
-    sets,
-    idx,
-    lines,
-    wcum,
-    clk,
-    rng,
-    state,
-    cfg_i,
-    vmap,
-    vrun,
-    slc,
+    addr, warp, path, tlbs, par, sets, idx, lines, wcum, clk, rng, state, cfg_i, vmap, vrun, slc
 ):
     """Latency in cycles of one load by warp ``warp`` before noise (the rules: hierarchy.py's
     docstring); the caller adds the load's noise and clamps at 0.
 
     ``path[c]`` = (structure of copy 0, hit latency on this path, flags, copies, copy mapping)
-    of its ``c``-th cache; the warp's copy is looked up (``instance_of``). The walk
-    is: the leading caches flagged UNTRANSLATED (a hit ends the load untranslated); the TLB
-    levels until one hits, each miss adding its penalty (``C_LAT``) and, when all miss, the
-    window switch; the other caches until one hits (a MISS_ON_TLB_MISS cache counts as missed
-    when the nearest TLB level missed); else DRAM; then noise. TLB levels and caches share one
-    loop so that ``lookup`` is inlined once. The caches after translation see the physical
-    address (``physical_of``), the TLB levels their entry key (``entry_key``). The noise
-    stream is the caller's: it draws the noise of a block of loads beforehand (``noise_block``),
-    which consumes the streams as drawing it load by load does (nothing else uses stream 1).
+    of its ``c``-th cache; the warp's copy is looked up (``instance_of``). The walk is: the
+    leading caches flagged UNTRANSLATED (a hit ends the load untranslated); the TLB levels until
+    one hits, each miss adding its penalty (``C_LAT``) and, when all miss, the window switch;
+    the other caches until one hits (a MISS_ON_TLB_MISS cache counts as missed when the nearest
+    TLB level missed); else DRAM. The caches after translation see the physical address
+    (``physical_of``), the TLB levels their entry key (``entry_key``). The noise stream is the
+    caller's: it draws the noise of a block of loads beforehand (``noise_block``), which
+    consumes the streams as drawing it load by load does (nothing else uses stream 1).
     """
     ntlb, ncache = tlbs.shape[0], path.shape[0]
-    phys = physical_of(addr, vmap, cfg_i)
     pre = 0  # caches looked up before translation
     while pre < ncache and path[pre, P_FLAGS] & UNTRANSLATED:
         pre += 1
-    latency, penalty, translated, nearest_missed = cfg_i[I_DRAM], 0, False, False
-    c = 0
-    for k in range(ncache + ntlb):
-        is_tlb = pre <= k < pre + ntlb
-        if is_tlb:
-            if translated:
-                continue
-            s = tlbs[k - pre]
-        else:
-            c = k if k < pre else k - ntlb
-            s = path[c, P_STRUCT] + instance_of(
-                warp, path[c, P_NINST], path[c, P_ISEL], cfg_i[I_MAXWARPS]
-            )
-        if is_tlb:
-            a = entry_key(addr, par, s, vrun, cfg_i)
-        else:
-            a = addr if k < pre else phys
-        copied = not is_tlb and c == slc[SL_ROW] and slc[SL_COPY] >= 0
-        if copied:
-            near = near_copy(a, slc, par, sets, idx, lines, wcum, clk, rng)
-            if near >= 0:
-                latency = near
-                break
-        r = lookup(a, par, s, sets, idx, lines, wcum, clk, rng)
-        if copied and r != HIT:
-            home_copy(a, slc, par, sets, idx, lines, wcum, clk, rng)
-        if is_tlb:
-            if r == HIT:
-                translated = True
-            else:
-                penalty += par[s, C_LAT]
-                if k == pre:
-                    nearest_missed = True
-                if k == pre + ntlb - 1:
-                    penalty += _window_penalty(addr, state, cfg_i)
-        elif r == HIT and not (nearest_missed and path[c, P_FLAGS] & MISS_ON_TLB_MISS):
-            latency = path[c, P_LAT] if c != slc[SL_ROW] else slice_latency(a, slc)
+    for c in range(pre):
+        hit, latency = _cache_step(
+            c, addr, warp, path, par, sets, idx, lines, wcum, clk, rng, cfg_i, slc, False
+        )
+        if hit:
+            return latency
+    penalty, tlb_missed = 0, False
+    for k in range(ntlb):
+        s = tlbs[k]
+        key = entry_key(addr, par, s, vrun, cfg_i)
+        if lookup(key, par, s, sets, idx, lines, wcum, clk, rng) == HIT:
             break
-    return latency + penalty
+        penalty += par[s, C_LAT]
+        tlb_missed = tlb_missed or k == 0
+        if k == ntlb - 1:
+            penalty += _window_penalty(addr, state, cfg_i)
+    phys = physical_of(addr, vmap, cfg_i)
+    for c in range(pre, ncache):
+        hit, latency = _cache_step(
+            c, phys, warp, path, par, sets, idx, lines, wcum, clk, rng, cfg_i, slc, tlb_missed
+        )
+        if hit:
+            return latency + penalty
+    return cfg_i[I_DRAM] + penalty
 
 
 @njit(cache=True, _nrt=False)
