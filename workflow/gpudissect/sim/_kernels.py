@@ -20,7 +20,8 @@ arrays, so one compiled function serves every structure:
 
 Every function is compiled with ``_nrt=False``: none allocates, and without the runtime's
 reference counting the array arguments of inner calls cost nothing (with it, a load took
-~5x longer).
+~5x longer). Loops over the ways of a set index with unsigned integers: numba tests a signed
+index for wrap-around, which keeps the compiler from vectorising the loop (``_scan``).
 
 The pure-Python reference models (cache.py, policies.py, indexing.py, tlb.py, hierarchy.py)
 implement the same rules; tests check that both give identical hit/miss sequences and latencies.
@@ -28,10 +29,16 @@ implement the same rules; tests check that both give identical hit/miss sequence
 
 from __future__ import annotations
 
+from functools import partial
+
 import numpy as np
 from numba import njit
 
 from ._noise_kernels import noise_block, rng_uniform
+
+# every kernel: cached, without the runtime, with numpy's error model (no test for a zero
+# divisor: sets, copies, warps and periods are >= 1 by the profile's validation)
+kernel = partial(njit, cache=True, _nrt=False, error_model="numpy")
 
 # columns of ``par``
 C_NSETS, C_SETOFF, C_LSHIFT, C_SSHIFT = 0, 1, 2, 3
@@ -70,7 +77,7 @@ SL_ROW, SL_KIND, SL_SHIFT, SL_PERIOD, SL_NSLICES, SL_NDATA, SL_COPY = 0, 1, 2, 3
 SL_HEAD = 7
 
 
-@njit(cache=True, _nrt=False, inline="always")
+@kernel(inline="always")
 def _parity(x):
     x ^= x >> 32
     x ^= x >> 16
@@ -81,7 +88,7 @@ def _parity(x):
     return x & 1
 
 
-@njit(cache=True, _nrt=False, inline="always")
+@kernel(inline="always")
 def set_of(addr, par, s, idx):
     """Set number of byte address ``addr`` in structure ``s``."""
     kind, pow2 = par[s, C_IKIND], par[s, C_IPOW2]
@@ -100,7 +107,7 @@ def set_of(addr, par, s, idx):
     return idx[off + ((addr % par[s, C_IPERIOD]) >> par[s, C_ISHIFT])]
 
 
-@njit(cache=True, _nrt=False, inline="always")
+@kernel(inline="always")
 def slice_of(addr, slc):
     """The slice of byte address ``addr`` (``slc``: SL_* layout)."""
     kind, n, nd = slc[SL_KIND], slc[SL_NSLICES], slc[SL_NDATA]
@@ -115,13 +122,13 @@ def slice_of(addr, slc):
     return k
 
 
-@njit(cache=True, _nrt=False, inline="always")
+@kernel(inline="always")
 def slice_latency(addr, slc):
     """The hit latency of byte address ``addr`` in the sliced cache (``slc``: SL_* layout)."""
     return slc[SL_HEAD + slc[SL_NDATA] + slice_of(addr, slc)]
 
 
-@njit(cache=True, _nrt=False)
+@kernel()
 def near_copy(addr, slc, par, sets, idx, lines, wcum, clk, rng):
     """An L2 with near copies, before the cache itself: the SM's partition's store looked up
     (and filled on a miss); the near latency on a hit, else -1."""
@@ -130,7 +137,7 @@ def near_copy(addr, slc, par, sets, idx, lines, wcum, clk, rng):
     return -1
 
 
-@njit(cache=True, _nrt=False)
+@kernel()
 def home_copy(addr, slc, par, sets, idx, lines, wcum, clk, rng):
     """A line that missed the L2 is placed in its home partition's store too."""
     home = slc[SL_HEAD + slc[SL_NDATA] + 2 * slc[SL_NSLICES] + slice_of(addr, slc)]
@@ -138,7 +145,7 @@ def home_copy(addr, slc, par, sets, idx, lines, wcum, clk, rng):
         lookup(addr, par, home, sets, idx, lines, wcum, clk, rng)
 
 
-@njit(cache=True, _nrt=False, inline="always")
+@kernel(inline="always")
 def _plru_point_away(bits, ways, way):
     """Tree-PLRU: turn every node on the path to ``way`` to point at the other half."""
     node, lo, size = 1, 0, ways
@@ -155,7 +162,7 @@ def _plru_point_away(bits, ways, way):
     return bits
 
 
-@njit(cache=True, _nrt=False, inline="always")
+@kernel(inline="always")
 def _touch(par, s, sets, row, lines, i, way, clk, inserting):
     """Policy update on a hit (``inserting`` False) or on filling a way (True)."""
     pol = par[s, C_POLICY]
@@ -169,7 +176,7 @@ def _touch(par, s, sets, row, lines, i, way, clk, inserting):
         lines[1, i] = RRPV_MAX - 1 if inserting else 0
 
 
-@njit(cache=True, _nrt=False, inline="always")
+@kernel(inline="always")
 def _victim(par, s, sets, row, lines, wcum, rng, free):
     """The way to replace: the first invalid way (``free``, -1: none), else the policy's
     choice."""
@@ -196,17 +203,19 @@ def _victim(par, s, sets, row, lines, wcum, rng, free):
     if pol == WEIGHTED:
         off = par[s, C_WOFF]
         u = rng_uniform(rng, 0) * wcum[off + ways - 1]
+        # the first way whose cumulative weight exceeds u: the count of those that do not, as
+        # the weights are >= 0 (a count has no branch to mispredict)
+        way = 0
         for w in range(ways - 1):
-            if u < wcum[off + w]:
-                return w
-        return ways - 1
+            way += u >= wcum[off + w]
+        return way
     bits, node = sets[row, 2], 1  # PLRU: follow the pointers down the tree
     while node < ways:
         node = 2 * node + ((bits >> node) & 1)
     return node - ways
 
 
-@njit(cache=True, _nrt=False)
+@kernel()
 def _make_room(par, s, sets, lines):
     """A line is about to fill an invalid way of structure ``s``, whose data array holds
     ``par[s, C_DATA]`` lines: when they are all taken, the least recently used valid line of the
@@ -226,7 +235,21 @@ def _make_room(par, s, sets, lines):
         lines[2, best] = 0
 
 
-@njit(cache=True, _nrt=False, inline="always")
+@kernel(inline="always")
+def _scan(lines, base, ways, line):
+    """(the way of the set at ``base`` that holds ``line``, -1: none; its first invalid way,
+    ``ways``: none). Max and min reductions over unsigned indices, which the compiler
+    vectorises (a signed index costs a wrap-around test per way)."""
+    tags, ubase = lines[0], np.uint64(base)
+    way, free = np.int64(-1), ways
+    for w in range(ways):
+        tag = tags[ubase + np.uint64(w)]
+        way = max(way, w if tag == line else -1)
+        free = min(free, w if tag == -1 else ways)
+    return way, free
+
+
+@kernel(inline="always")
 def _fill(addr, par, s, sets, idx, lines, wcum, clk, rng, sector_mask, prefetch):
     """Bring the sectors in ``sector_mask`` of ``addr``'s line in; returns HIT or MISS.
 
@@ -240,13 +263,7 @@ def _fill(addr, par, s, sets, idx, lines, wcum, clk, rng, sector_mask, prefetch)
     # there); else every way is scanned without an early exit, which the CPU predicts well
     way, free = sets[row, 3], ways
     if lines[0, base + way] != line:
-        way = -1
-        for w in range(ways):
-            tag = lines[0, base + w]
-            if tag == line:
-                way = w
-            if tag == -1:
-                free = min(free, w)
+        way, free = _scan(lines, base, ways, line)
     result, inserting = MISS, way < 0
     if inserting:
         way = _victim(par, s, sets, row, lines, wcum, rng, free if free < ways else -1)
@@ -264,7 +281,7 @@ def _fill(addr, par, s, sets, idx, lines, wcum, clk, rng, sector_mask, prefetch)
     return result
 
 
-@njit(cache=True, _nrt=False)
+@kernel()
 def _prefetch(addr, par, s, sets, idx, lines, wcum, clk, rng):
     """The ``par[s, C_PREFETCH]`` whole lines after ``addr``'s, brought in after its miss."""
     lshift, sshift = par[s, C_LSHIFT], par[s, C_SSHIFT]
@@ -274,7 +291,7 @@ def _prefetch(addr, par, s, sets, idx, lines, wcum, clk, rng):
         _fill(a, par, s, sets, idx, lines, wcum, clk, rng, whole, True)
 
 
-@njit(cache=True, _nrt=False, inline="always")
+@kernel(inline="always")
 def lookup(addr, par, s, sets, idx, lines, wcum, clk, rng):
     """One load of ``addr`` in structure ``s``: HIT, or MISS after filling its sector.
 
@@ -289,7 +306,7 @@ def lookup(addr, par, s, sets, idx, lines, wcum, clk, rng):
     return result
 
 
-@njit(cache=True, _nrt=False, inline="always")
+@kernel(inline="always")
 def instance_of(warp, instances, select, max_warps):
     """The copy of a cache that warp ``warp`` uses (cache.py: ``instance_of``)."""
     if instances <= 1:
@@ -299,7 +316,7 @@ def instance_of(warp, instances, select, max_warps):
     return (warp * instances // max_warps) % instances
 
 
-@njit(cache=True, _nrt=False, inline="always")
+@kernel(inline="always")
 def _window_penalty(addr, state, cfg_i):
     """Page walk: the switch penalty when ``addr`` lies outside the active page-table window
     (``state[0]``), which then moves there (TPDS Fig. 14, P6). The first walk after a reset
@@ -316,7 +333,7 @@ def _window_penalty(addr, state, cfg_i):
     return 0
 
 
-@njit(cache=True, _nrt=False, inline="always")
+@kernel(inline="always")
 def physical_of(addr, vmap, cfg_i):
     """The physical address of ``addr`` under the page map (itself without one, or past it)."""
     shift = cfg_i[I_MAPSHIFT]
@@ -328,7 +345,7 @@ def physical_of(addr, vmap, cfg_i):
     return (vmap[v] << shift) | (addr & ((np.int64(1) << shift) - 1))
 
 
-@njit(cache=True, _nrt=False, inline="always")
+@kernel(inline="always")
 def entry_key(addr, par, s, vrun, cfg_i):
     """The address TLB level ``s`` looks up (tlb.py ``entry_key``): the address, or the block
     number of a coalesced entry when the block maps contiguously."""
@@ -345,7 +362,7 @@ def entry_key(addr, par, s, vrun, cfg_i):
     return COALESCED_KEY_BIT | ((addr >> (lshift + c)) << lshift)
 
 
-@njit(cache=True, _nrt=False, inline="always")
+@kernel(inline="always")
 def _cache_step(c, a, warp, path, par, sets, idx, lines, wcum, clk, rng, cfg_i, slc, tlb_missed):
     """The load of ``a`` in the ``c``-th cache of the path (the warp's copy): (whether it
     serves the load, its latency). ``tlb_missed``: the nearest TLB level missed."""
@@ -363,7 +380,7 @@ def _cache_step(c, a, warp, path, par, sets, idx, lines, wcum, clk, rng, cfg_i, 
     return False, np.int64(0)
 
 
-@njit(cache=True, _nrt=False, inline="always")
+@kernel(inline="always")
 def load(
     addr, warp, path, tlbs, par, sets, idx, lines, wcum, clk, rng, state, cfg_i, vmap, vrun, slc
 ):
@@ -410,7 +427,7 @@ def load(
     return cfg_i[I_DRAM] + penalty
 
 
-@njit(cache=True, _nrt=False)
+@kernel()
 def run_sequence(
     addrs,
     out,
@@ -449,7 +466,7 @@ def run_sequence(
             out[t0 + b] = max(lat + noise[b], 0)
 
 
-@njit(cache=True, _nrt=False)
+@kernel()
 def run_fill(addrs, s, par, sets, idx, lines, wcum, clk, rng):
     """Lines of ``addrs`` brought into structure ``s`` alone, in order (a copy engine's writes
     into the L2: no TLB, no other cache, no timing); returns how many missed."""
@@ -460,7 +477,7 @@ def run_fill(addrs, s, par, sets, idx, lines, wcum, clk, rng):
     return missed
 
 
-@njit(cache=True, _nrt=False)
+@kernel()
 def run_chase(
     chain,
     element_bytes,
