@@ -91,10 +91,11 @@ def _parity(x):
 @kernel(inline="always")
 def set_of(addr, par, s, idx):
     """Set number of byte address ``addr`` in structure ``s``."""
-    kind, pow2 = par[s, C_IKIND], par[s, C_IPOW2]
+    us = np.uint64(s)
+    kind, pow2 = par[us, C_IKIND], par[us, C_IPOW2]
     if kind == MODULO:
         if pow2 > 0:
-            return (addr >> par[s, C_ISHIFT]) & (pow2 - 1)
+            return (addr >> par[us, C_ISHIFT]) & (pow2 - 1)
         return (addr >> par[s, C_ISHIFT]) % par[s, C_NSETS]
     off = par[s, C_IOFF]
     if kind == MASKS:
@@ -165,10 +166,11 @@ def _plru_point_away(bits, ways, way):
 @kernel(inline="always")
 def _touch(par, s, sets, row, lines, i, way, clk, inserting):
     """Policy update on a hit (``inserting`` False) or on filling a way (True)."""
-    pol = par[s, C_POLICY]
+    us, ui = np.uint64(s), np.uint64(i)
+    pol = par[us, C_POLICY]
     if pol == LRU or (pol == FIFO and inserting):
-        clk[s] += 1
-        lines[1, i] = clk[s]
+        clk[us] += 1
+        lines[1, ui] = clk[us]
     elif pol == PLRU:
         sets[row, 2] = _plru_point_away(sets[row, 2], sets[row, 1], way)
     elif pol == SRRIP:
@@ -255,27 +257,31 @@ def _fill(addr, par, s, sets, idx, lines, wcum, clk, rng, sector_mask, prefetch)
 
     A ``prefetch`` does not count as a use of a line that is already there.
     """
-    line = addr >> par[s, C_LSHIFT]
-    row = par[s, C_SETOFF] + set_of(addr, par, s, idx)
-    base, ways = sets[row, 0], sets[row, 1]
+    us = np.uint64(s)
+    line = addr >> par[us, C_LSHIFT]
+    row = par[us, C_SETOFF] + set_of(addr, par, s, idx)
+    urow = np.uint64(row)
+    base, ways = sets[urow, 0], sets[urow, 1]
     # the line's way (-1: absent) and the first invalid way (``ways``: none); a line is in at
     # most one way of its set. The way used last is tried first (a P-chase mostly finds it
     # there); else every way is scanned without an early exit, which the CPU predicts well
-    way, free = sets[row, 3], ways
-    if lines[0, base + way] != line:
+    way, free = sets[urow, 3], ways
+    if lines[0, np.uint64(base + way)] != line:
         way, free = _scan(lines, base, ways, line)
     result, inserting = MISS, way < 0
     if inserting:
         way = _victim(par, s, sets, row, lines, wcum, rng, free if free < ways else -1)
-        if par[s, C_DATA] > 0 and lines[0, base + way] == -1:
+        ui = np.uint64(base + way)
+        if par[us, C_DATA] > 0 and lines[0, ui] == -1:
             _make_room(par, s, sets, lines)
-        lines[0, base + way] = line
-        lines[2, base + way] = sector_mask
+        lines[0, ui] = line
+        lines[2, ui] = sector_mask
     else:
-        if lines[2, base + way] & sector_mask == sector_mask:
+        ui = np.uint64(base + way)
+        if lines[2, ui] & sector_mask == sector_mask:
             result = HIT
-        lines[2, base + way] |= sector_mask
-    sets[row, 3] = way
+        lines[2, ui] |= sector_mask
+    sets[urow, 3] = way
     if inserting or not prefetch:
         _touch(par, s, sets, row, lines, base + way, way, clk, inserting)
     return result
@@ -298,10 +304,11 @@ def lookup(addr, par, s, sets, idx, lines, wcum, clk, rng):
     A miss (line or sector) also prefetches the next ``par[s, C_PREFETCH]`` whole lines
     (``_prefetch``, out of line: few caches prefetch).
     """
-    lshift, sshift = par[s, C_LSHIFT], par[s, C_SSHIFT]
+    us = np.uint64(s)
+    lshift, sshift = par[us, C_LSHIFT], par[us, C_SSHIFT]
     sector = (addr >> sshift) & ((np.int64(1) << (lshift - sshift)) - 1)
     result = _fill(addr, par, s, sets, idx, lines, wcum, clk, rng, np.int64(1) << sector, False)
-    if result != HIT and par[s, C_PREFETCH] > 0:
+    if result != HIT and par[us, C_PREFETCH] > 0:
         _prefetch(addr, par, s, sets, idx, lines, wcum, clk, rng)
     return result
 
