@@ -282,18 +282,19 @@ def test_gpu_benchmark_tabulates_a_logged_profile(classic_run, tmp_path):
 
 @pytest.mark.gpu
 def test_cuda_chase_launch_is_profiled(pchase_backend):
-    # one dense chase of 8 KiB at a 128-B stride, 64 records: the chain goes up once (8192
-    # bytes), one P-chase launch and one wait, latencies and indices come back (2 x 64 x 4 bytes)
+    # one chase of 1 MiB at a 128-B stride on the cg path, long enough (100000 warm-up loads,
+    # some 20 ms) that its wait shows in the profile's 0.1-ms rounding: the array goes up once,
+    # one P-chase launch and one wait, latencies and indices come back (2 x 2048 x 4 bytes)
     from gpudissect.contract.backend import ChaseWork
     from gpudissect.patterns import stride_chain
 
-    chain = stride_chain(array_bytes=8192, stride_bytes=128)
+    chain = stride_chain(array_bytes=1 << 20, stride_bytes=128)
     work = ChaseWork(
         path="cg",
         chain=chain,
         start_index=0,
-        warmup_steps=64,
-        record_steps=64,
+        warmup_steps=100_000,
+        record_steps=2048,
         shared_buffer_bytes=16384,
     )
     p = pchase_backend.sweep_profile
@@ -301,10 +302,10 @@ def test_cuda_chase_launch_is_profiled(pchase_backend):
     result = pchase_backend.run_chase(work, carveout_pct=100)
     after = p.summary(wall_s=0, run_s=0, write_s=0, backend="cuda")
     delta = {k: after[k] - before[k] for k in after if isinstance(after[k], (int, float))}
-    assert len(result.latency_cycles) == 64
+    assert len(result.latency_cycles) == 2048
     assert delta["backend_calls"] == 1
     assert delta["launches"] == 1
     assert delta["sync_calls"] == 1 and delta["sync_s"] > 0
-    assert delta["htod_bytes"] == 8192
-    assert delta["dtoh_bytes"] == 2 * 64 * 4
+    assert delta["htod_bytes"] == 1 << 20
+    assert delta["dtoh_bytes"] == 2 * 2048 * 4
     assert delta["backend_s"] >= delta["sync_s"] + delta["launch_s"]
