@@ -55,7 +55,7 @@ def run_once(work: Path, target: str, cores: int, server: bool) -> tuple[float, 
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
     subprocess.run(
-        [sys.executable, "-m", "snakemake", "--cores", str(cores), "--quiet", target],
+        [sys.executable, "-m", "snakemake", target, "--cores", str(cores), "--quiet"],
         cwd=work,
         check=True,
         env=env,

@@ -380,7 +380,9 @@ def test_gpu_l1_without_shared_memory_is_at_least_stage_1s(cuda_backend_with):
     """On an H100 or H200: with the committed reference stage-1 result of the same GPU model
     as the sweep input, the L1 level reads faster than the L2's footprint, and the capacity
     series' L1 (no shared memory) is at least stage 1's (measured beside a 16 KiB buffer) and
-    within the partition bound above it."""
+    within the partition bound above it; or, where the streaming rate falls before stage 1's
+    size (the H200, GPU-4fcadca0 and GPU-521d3ca4), undetermined with stage 1's as its lower
+    bound."""
     backend = cuda_backend_with("bandwidth")
     backend.load_handlers()
     name = backend.device_info()["name"]
@@ -411,8 +413,12 @@ def test_gpu_l1_without_shared_memory_is_at_least_stage_1s(cuda_backend_with):
         reserved_bytes=facts.shared_reserved_bytes_per_cta,
         shared_per_sm=facts.shared_bytes_per_sm,
     )
-    assert size["value"] is not None, size
-    assert l1 <= size["value"] <= l1 + bound
+    if size["value"] is None:
+        # the H200 units read so far: the streaming rate falls below stage 1's footprint, which
+        # the analysis says, keeping stage 1's size as the bound below
+        assert "falls" in size["undetermined"] and size["lower_bound"] == l1, size
+    else:
+        assert l1 <= size["value"] <= l1 + bound
 
 
 def test_a_device_without_a_throughput_description_runs_nothing_and_says_so(tmp_path):
