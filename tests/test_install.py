@@ -1,5 +1,7 @@
-"""A non-editable install: the wheel carries the schemas and the papers' values, and the tiny
-pipeline runs with it from a copy of the workflow that holds no package source."""
+"""A non-editable install: the wheel carries the schemas, the papers' values and the captions,
+and the tiny pipeline (its l1_size sweep alone: the test checks where the imports and data files
+come from, which every experiment does alike) runs with it from a copy of the workflow that holds
+no package source."""
 
 import shutil
 import subprocess
@@ -50,8 +52,14 @@ def test_wheel_carries_the_data_files(wheel):
         "gpudissect/data/papers/tpds_table5.yaml",
     ):
         assert path in names, path
-    shipped = {n.split("/")[-1] for n in names if n.startswith("gpudissect/data/schemas/exp")}
-    assert shipped == {p.name for p in (REPO / "config/schemas/experiments").glob("*.yaml")}
+    for folder, pattern in (
+        ("schemas/experiments", "*.yaml"),
+        ("papers", "*.yaml"),
+        ("captions", "*.rst"),
+    ):
+        shipped = {n.split("/")[-1] for n in names if n.startswith(f"gpudissect/data/{folder}/")}
+        expected = {p.name for p in (REPO / "workflow/gpudissect/data" / folder).glob(pattern)}
+        assert expected and shipped == expected, folder
 
 
 @pytest.fixture(scope="module")
@@ -92,7 +100,7 @@ def test_tiny_pipeline_runs_with_the_installed_package(installed, tmp_path):
     env = {"PATH": f"{installed.parent}:/usr/bin:/bin", "HOME": str(work)}
     _run(
         [str(installed), "-m", "snakemake", "--cores", "2"]
-        + ["--configfile", "tests/data/tiny_config.yaml"],
+        + ["--configfile", "tests/data/tiny_config.yaml", "tests/data/l1_size_only.yaml"],
         cwd=work,
         env=env,
     )
