@@ -1,9 +1,10 @@
 """`make artifact` builds a bundle that installs and runs offline (ARTIFACT.md).
 
 The bundle is built from a copy of the git-tracked tree. Its rendered report comes from a run of
-the tiny config there (ARTIFACT_RUN), so that the default pipeline runs once, from the bundle,
-not twice: the bundle must regenerate its shipped report (seeded runs, the same documents), and
-run the default pipeline. It is unpacked in a temporary directory and installed, run and tested
+the tiny config there, its l1_size sweep alone (ARTIFACT_RUN; the shipping and regenerating are
+wiring, the same for any config), so that the default pipeline runs once, from the bundle, not
+twice: the bundle must regenerate its shipped report (seeded runs, the same documents), and run
+the default pipeline. It is unpacked in a temporary directory and installed, run and tested
 with no way to reach a package index:
 - the install and the runs happen in a new network namespace (`unshare --net`): it has only a
   loopback interface, which is down, so no address outside the process can be reached at all;
@@ -29,7 +30,8 @@ REPO = Path(__file__).resolve().parents[1]
 pytestmark = pytest.mark.slow
 # a closed port: a request to it fails at once
 NOWHERE = "http://127.0.0.1:9/simple"
-TINY = "tests/data/tiny_config.yaml"
+# the bundle's shipped report: the tiny device's l1_size sweep, analysis, figures and report
+TINY = ("tests/data/tiny_config.yaml", "tests/data/l1_size_only.yaml")
 
 
 def _skip_reason() -> str | None:
@@ -104,7 +106,7 @@ def bundle(tmp_path_factory):
             f"{venv}/.installed",
             "CORES=2",
             "WHEELS=1",  # the offline bundle: the install below has no index to reach
-            f"ARTIFACT_RUN=--configfile {TINY}",
+            f"ARTIFACT_RUN=--configfile {' '.join(TINY)}",
         ],
         cwd=src,
         capture_output=True,
@@ -212,7 +214,7 @@ def test_cuda_extra_resolves_from_the_wheelhouse_alone(unpacked):
 def test_bundle_regenerates_its_report_offline(bundle, unpacked):
     src, _ = bundle
     work, shipped, env = unpacked
-    proc = _offline(["./.venv/bin/snakemake", "--cores", "2", "--configfile", TINY], work, env)
+    proc = _offline(["./.venv/bin/snakemake", "--cores", "2", "--configfile", *TINY], work, env)
     assert proc.returncode == 0, proc.stderr[-3000:]
     made = sorted((work / "results/analysis").rglob("*.json"))
     assert made and len(made) == len(list(shipped.rglob("analysis/**/*.json")))
