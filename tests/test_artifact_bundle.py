@@ -182,33 +182,11 @@ def test_bundle_holds_tree_wheelhouse_reference_and_report(bundle):
         assert any(w.startswith(pure) and w.endswith("-py3-none-any.whl") for w in wheels), pure
 
 
-def test_cuda_extra_resolves_from_the_wheelhouse_alone(unpacked):
-    work, _, env = unpacked
-    # pip builds pycuda's metadata from its source archive, with setuptools, wheel and numpy
-    # taken from the wheelhouse: the whole `cuda` extra is there (building pycuda itself needs
-    # CUDA and happens on a GPU host)
-    proc = _offline(
-        [
-            "./.venv/bin/python",
-            "-m",
-            "pip",
-            "download",
-            "-q",
-            "--no-index",
-            "--find-links",
-            "wheelhouse",
-            "-d",
-            str(work.parent / "cuda-check"),
-            "--no-binary",
-            "pycuda",
-            "-c",
-            "requirements.lock",
-            ".[cuda]",
-        ],
-        work,
-        env,
-    )
-    assert proc.returncode == 0, proc.stderr[-3000:]
+# The order of these tests is the order they run in. The regeneration comes before the default
+# pipeline, which writes into the same results/. Two quick tests follow the default pipeline:
+# under pytest-xdist (loadscope) a worker is given the next module once two or fewer of its
+# tests are left, and that module would wait behind the default pipeline's minutes while the
+# other worker runs out of work.
 
 
 def test_bundle_regenerates_its_report_offline(bundle, unpacked):
@@ -288,3 +266,32 @@ def test_the_tests_run_from_the_bundle(unpacked):
     )
     assert proc.returncode == 0, proc.stdout[-3000:]
     assert re.search(r"\d+ passed", proc.stdout) and "failed" not in proc.stdout
+
+
+def test_cuda_extra_resolves_from_the_wheelhouse_alone(unpacked):
+    work, _, env = unpacked
+    # pip builds pycuda's metadata from its source archive, with setuptools, wheel and numpy
+    # taken from the wheelhouse: the whole `cuda` extra is there (building pycuda itself needs
+    # CUDA and happens on a GPU host)
+    proc = _offline(
+        [
+            "./.venv/bin/python",
+            "-m",
+            "pip",
+            "download",
+            "-q",
+            "--no-index",
+            "--find-links",
+            "wheelhouse",
+            "-d",
+            str(work.parent / "cuda-check"),
+            "--no-binary",
+            "pycuda",
+            "-c",
+            "requirements.lock",
+            ".[cuda]",
+        ],
+        work,
+        env,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
