@@ -5,9 +5,12 @@ kept here as it was, as the reference, and compared with its replacement on vari
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 import pytest
 
-from gpudissect.analysis.tlb.tlb_levels import Level, find_levels
+from gpudissect.analysis.tlb import tlb_mappings as tm
+from gpudissect.analysis.tlb import tlb_shift
+from gpudissect.analysis.tlb.tlb_levels import Level, find_levels, robust_sigma
 
 REPO = Path(__file__).resolve().parents[1]
 H200 = REPO / "results" / "reference" / "h200" / "traces" / "gpu0"
@@ -67,6 +70,51 @@ def find_levels_before(
     return levels
 
 
+def shift_onsets_before(
+    df, *, alpha=1e-6, min_shift_cycles=3.0, min_addresses=3, spacing_share=0.6,
+    unit_classes=False,
+):  # fmt: skip
+    out = []
+    for stride, g in df.groupby("stride_bytes", sort=True):
+        body = g[g["step"] > 0]
+        med = body.groupby(["elements", "position"], sort=True)["latency_cycles"].median()
+        by_m = {int(m): s.droplevel(0) for m, s in med.groupby(level=0, sort=True)}
+        ms = sorted(by_m)
+        if len(ms) < 3:
+            continue
+        pairs = []
+        for a, b in zip(ms[:-1], ms[1:], strict=True):
+            common = by_m[a].index.intersection(by_m[b].index)
+            pairs.append((a, common, (by_m[b][common] - by_m[a][common]).to_numpy(np.float64)))
+        pooled = np.concatenate([d for _, _, d in pairs])
+        if pooled.size < 10:
+            continue
+        sigma = robust_sigma(pooled)
+        null = max(float(np.mean(pooled > 3 * sigma)), 0.002)
+        for i, (a, common, d) in enumerate(pairs[:-1]):
+            before = np.concatenate([p[2] for p in pairs[:i]]) if i else np.empty(0)
+            if before.size >= 20:
+                sigma_before = robust_sigma(before)
+                null_before = max(float(np.mean(before > 3 * sigma_before)), 0.002)
+            else:
+                sigma_before, null_before = sigma, null
+            over = d > 3 * sigma_before
+            for among, whole in tlb_shift._risen_candidates(
+                common, over, int(stride), null_before, alpha, min_addresses, unit_classes
+            ):
+                onset = tlb_shift._onset(
+                    int(stride), (a, ms[i + 1], ms[i + 2]), by_m, common, d, among,
+                    sigma=sigma, sigma_before=sigma_before, min_shift_cycles=min_shift_cycles,
+                    min_addresses=min_addresses, spacing_share=spacing_share, whole=whole,
+                )  # fmt: skip
+                if onset is not None:
+                    out.append(onset)
+                    break
+            if out and out[-1].stride_bytes == stride:
+                break
+    return out
+
+
 # --- inputs -------------------------------------------------------------------------------------
 def _mixtures():
     """Seeded latency mixtures: 1 to 6 levels of random centres, counts and jitter (integer
@@ -97,6 +145,22 @@ def _trace_latencies(name: str) -> np.ndarray:
     return pq.read_table(path, columns=["latency_cycles"]).column(0).to_numpy()
 
 
+def _trace(name: str) -> pd.DataFrame:
+    from gpudissect.traces import read_trace
+
+    path = H200 / f"{name}.parquet"
+    if not path.exists():
+        pytest.skip(f"{path.name}: no committed H200 trace")
+    return read_trace(path).data
+
+
+def _jittered(df: pd.DataFrame, seed: int, spread: int) -> pd.DataFrame:
+    """The walks with seeded integer jitter of +-spread cycles on every latency."""
+    rng = np.random.default_rng(seed)
+    lat = df["latency_cycles"].to_numpy(np.int64) + rng.integers(-spread, spread + 1, len(df))
+    return df.assign(latency_cycles=np.maximum(lat, 1).astype(np.uint32))
+
+
 # --- the comparisons ----------------------------------------------------------------------------
 @pytest.mark.parametrize("sigma", [0.5, 1.3, 4.0])
 def test_find_levels_is_unchanged_on_seeded_mixtures(sigma):
@@ -113,3 +177,41 @@ def test_find_levels_is_unchanged_on_the_h200_traces(name):
     assert got == find_levels_before(lat, sigma=1.0)
     part = lat[: lat.size // 3]
     assert find_levels(part, sigma=2.5) == find_levels_before(part, sigma=2.5)
+
+
+@pytest.mark.parametrize("spread", [0, 2, 6])
+def test_shift_onsets_is_unchanged_on_the_h200_walks(spread):
+    reach = _trace("tlbs")
+    reach = _jittered(reach[reach["stage"] == "reach"], 1, spread)
+    for classes in (False, True):
+        got = tlb_shift.shift_onsets(reach, unit_classes=classes)
+        assert got == shift_onsets_before(reach, unit_classes=classes)
+    walks = _jittered(_trace("tlb_mappings"), 2, spread)
+    found = 0
+    for _, mine in walks.groupby("layout"):
+        got = tlb_shift.shift_onsets(mine, unit_classes=True)
+        assert got == shift_onsets_before(mine, unit_classes=True)
+        found += len(got)
+    if spread == 0:
+        assert found  # the H200's walks show onsets: the comparison is not of empty lists
+
+
+@pytest.mark.parametrize("spread", [0, 3])
+def test_onset_brackets_with_the_sweeps_memo_are_unchanged_round_by_round(spread):
+    # the sweep reads one series' walks after every round, its memo kept between rounds: each
+    # series' walks here in the order they were made, read after every tenth walk
+    walks = _jittered(_trace("tlb_mappings"), 3, spread)
+    levels = tm.latency_levels(walks)
+    memos: dict[str, dict] = {}
+    compared = 0
+    for (layout, stride), series in walks.groupby(["layout", "stride_bytes"], sort=False):
+        points = np.sort(series["point"].unique())
+        for upto in [*points[9::10], points[-1]]:
+            part = series[series["point"] <= upto]
+            kw = {"layout": layout, "stride_bytes": int(stride), "levels": levels}
+            memo = memos.setdefault(layout, {})
+            assert tm.onset_brackets(part, memo=memo, **kw) == tm.onset_brackets(part, **kw)
+            onsets = shift_onsets_before(part, unit_classes=True)
+            assert tlb_shift.shift_onsets(part, unit_classes=True, memo=memo) == onsets
+            compared += 1
+    assert compared > 20

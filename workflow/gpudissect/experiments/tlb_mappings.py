@@ -234,6 +234,9 @@ class _Walker:
     def __init__(self, backend: Backend, sweep: MappingSweep, progress) -> None:
         self.backend, self.sweep, self.progress = backend, sweep, progress
         self.frames: list[pd.DataFrame] = []
+        # per layout, the address medians of the walks the onset reading has read (each walk's
+        # read once, not again every round)
+        self.medians: dict[str, dict] = {}
 
     def walk(self, series: Series, layout: PhysicalLayout, m: int) -> pd.DataFrame:
         seq = np.arange(m, dtype=np.int64) * (series.stride_bytes // ELEMENT_BYTES)
@@ -296,6 +299,7 @@ def _series_walks(walker: _Walker, series: Series, layout: PhysicalLayout) -> No
             layout=series.layout,
             stride_bytes=series.stride_bytes,
             levels=levels,
+            memo=walker.medians.setdefault(series.layout, {}),
         )
         middles = sorted(
             {a + (b - a) * i // SPLIT for a, b in brackets for i in range(1, SPLIT)}
@@ -316,7 +320,11 @@ def _onsets(walker: _Walker, layout: str, stride_bytes: int) -> int:
     walks = pd.concat(walker.frames, ignore_index=True)
     return len(
         onset_brackets(
-            walks, layout=layout, stride_bytes=stride_bytes, levels=latency_levels(walks)
+            walks,
+            layout=layout,
+            stride_bytes=stride_bytes,
+            levels=latency_levels(walks),
+            memo=walker.medians.setdefault(layout, {}),
         )
     )
 

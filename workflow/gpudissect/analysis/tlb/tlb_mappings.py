@@ -165,12 +165,12 @@ def _above_tail(ms: list[int], misses: dict[int, float], first: int) -> int | No
     return first
 
 
-def paired_onset(df: pd.DataFrame) -> Onset | None:
+def paired_onset(df: pd.DataFrame, memo: dict | None = None) -> Onset | None:
     """The hidden level's onset in one series. Its rise is read over the first address of each
     translation unit where too few of all addresses rise (`shift_onsets`' `unit_classes`): at
     a stride of one chunk below a larger unit (an H100's L1 TLB: 16 MiB units walked at 2 MiB,
-    where coalescing would show) 1 address in 8 rises."""
-    found = shift_onsets(df, unit_classes=True)
+    where coalescing would show) 1 address in 8 rises. `memo`: `shift_onsets`'."""
+    found = shift_onsets(df, unit_classes=True, memo=memo)
     if not found:
         return None
     o = found[0]
@@ -200,16 +200,20 @@ def onset_brackets(
     layout: str,
     stride_bytes: int,
     levels: tuple[list[Level], int] | None = None,
+    memo: dict | None = None,
 ) -> list[tuple[int, int]]:
     """For the sweep: (longest walk without, shortest with) of each onset of one series, for
     the bisection to narrow to one element. The levels come from all walks so far (`df`), or
     are `levels` (`latency_levels` of them, read once per series by the sweep): one series
-    alone may hold too few data hits to place the base's upper edge."""
+    alone may hold too few data hits to place the base's upper edge. `memo`: the address
+    medians of this layout's walks read by an earlier call (`shift_onsets`), kept by the sweep
+    between rounds."""
     if df.empty:
         return []
     levels, base = levels if levels is not None else latency_levels(df)
-    mine = df[(df["layout"] == layout) & (df["stride_bytes"] == stride_bytes)]
-    paired = paired_onset(mine)
+    keep = (df["layout"] == layout).to_numpy() & (df["stride_bytes"] == stride_bytes).to_numpy()
+    mine = df if keep.all() else df[keep]  # the sweep passes one series' walks alone
+    paired = paired_onset(mine, memo)
     found = [
         (o.fit_elements, o.first_elements)
         for o in series_onsets(mine, levels, base, paired)

@@ -58,8 +58,23 @@ def address_medians(walk: pd.DataFrame) -> pd.Series:
     return body.groupby("position")["latency_cycles"].median()
 
 
-def _medians_by_walk(g: pd.DataFrame) -> dict[int, pd.Series]:
-    """`address_medians` of every walk of one stride, in one grouping."""
+def _medians_by_walk(
+    g: pd.DataFrame, memo: dict[tuple[int, int], pd.Series] | None = None
+) -> dict[int, pd.Series]:
+    """`address_medians` of every walk of one stride, in one grouping. `memo` (by stride and
+    walk length) holds those of walks read before, which are not read again; those read here
+    are added to it (a sweep reads its walks after every round: each walk once)."""
+    if memo is not None:
+        stride = int(g["stride_bytes"].iloc[0])
+        elements = g["elements"].to_numpy(np.int64)
+        lengths = [int(m) for m in pd.unique(elements)]
+        missing = [m for m in lengths if (stride, m) not in memo]
+        if missing:
+            new = _medians_by_walk(
+                g[np.isin(elements, missing)] if len(missing) < len(lengths) else g
+            )
+            memo.update({(stride, m): s for m, s in new.items()})
+        return {m: memo[(stride, m)] for m in sorted(lengths)}
     body = g[g["step"] > 0]
     med = body.groupby(["elements", "position"], sort=True)["latency_cycles"].median()
     return {int(m): s.droplevel(0) for m, s in med.groupby(level=0, sort=True)}
@@ -73,6 +88,7 @@ def shift_onsets(
     min_addresses: int = 3,
     spacing_share: float = 0.6,
     unit_classes: bool = False,
+    memo: dict[tuple[int, int], pd.Series] | None = None,
 ) -> list[ShiftOnset]:
     """The first paired-address onset of every stride of the reach stage (none where no walk
     pair shows one).
@@ -97,17 +113,25 @@ def shift_onsets(
     The unit classes are for walks over a mapping the experiment made (`tlb_mappings`): over a
     plain allocation an H100's walks at 512 KiB and 2 MiB also show small rises of one residue
     class (addresses 8 or 32 MiB apart, 6 of 96) before the L1 TLB's reach, in some runs and
-    not others, which would set its unit and reach there."""
+    not others, which would set its unit and reach there.
+
+    `memo`: the address medians of walks read in an earlier call on the same walks (keyed by
+    stride and walk length, of one layout), kept by the caller between calls and filled here."""
     out = []
     for stride, g in df.groupby("stride_bytes", sort=True):
-        by_m = _medians_by_walk(g)
+        by_m = _medians_by_walk(g, memo)
         ms = sorted(by_m)
         if len(ms) < 3:
             continue
         pairs = []
+        # each walk's medians are sorted by address (one per address): the addresses two walks
+        # share, and their medians, by a sorted intersection
+        at = {m: by_m[m].index.to_numpy(np.int64) for m in ms}
+        med = {m: by_m[m].to_numpy(np.float64) for m in ms}
         for a, b in zip(ms[:-1], ms[1:], strict=True):
-            common = by_m[a].index.intersection(by_m[b].index)
-            pairs.append((a, common, (by_m[b][common] - by_m[a][common]).to_numpy(np.float64)))
+            common = np.intersect1d(at[a], at[b], assume_unique=True)
+            d = med[b][np.searchsorted(at[b], common)] - med[a][np.searchsorted(at[a], common)]
+            pairs.append((a, pd.Index(common, name="position"), d))
         pooled = np.concatenate([d for _, _, d in pairs])
         if pooled.size < 10:
             continue
