@@ -11,6 +11,8 @@ import pytest
 from gpudissect.analysis.tlb import tlb_mappings as tm
 from gpudissect.analysis.tlb import tlb_shift
 from gpudissect.analysis.tlb.tlb_levels import Level, find_levels, robust_sigma
+from gpudissect.experiments import pointer_walk as pw
+from gpudissect.experiments.pointer_walk import SECTOR_BYTES, WORD_BYTES
 
 REPO = Path(__file__).resolve().parents[1]
 H200 = REPO / "results" / "reference" / "h200" / "traces" / "gpu0"
@@ -115,6 +117,64 @@ def shift_onsets_before(
     return out
 
 
+class SlotsBefore:
+    def __init__(self, words_per_line: int) -> None:
+        self.words = words_per_line
+        self.keys = np.zeros(0, dtype=np.int64)
+        self.next = np.zeros(0, dtype=np.int32)
+
+    def place(self, lines: np.ndarray, timed: set[int]) -> list[int] | None:
+        """The word of each visit: a line's visits take its next free words in order, except
+        that the visit before a timed visit of the same line skips a word that would end its
+        sector (so the timed visit reads the sector it filled). None when a line runs out."""
+        per_sector = SECTOR_BYTES // WORD_BYTES
+        lines = np.asarray(lines, dtype=np.int64)
+        n = len(lines)
+        if n == 0:
+            return []
+        new = np.setdiff1d(lines, self.keys)
+        if len(new):
+            keys = np.union1d(self.keys, new)
+            grown = np.zeros(len(keys), dtype=np.int32)
+            grown[np.searchsorted(keys, self.keys)] = self.next
+            self.keys, self.next = keys, grown
+        # visits grouped by line, in walk order within a line
+        order = np.argsort(lines, kind="stable")
+        by_line = np.searchsorted(self.keys, lines[order])
+        first = np.r_[True, by_line[1:] != by_line[:-1]]
+        start = np.maximum.accumulate(np.where(first, np.arange(n), 0))
+        slot = self.next[by_line] + (np.arange(n) - start)
+        # the visit before each timed one of the same line (its predecessor in the group)
+        where = np.empty(n, dtype=np.int64)
+        where[order] = np.arange(n)
+        skip = np.zeros(n, dtype=np.int64)
+        timed_at = np.fromiter((p for p in timed if p < n), dtype=np.int64)
+        cand = where[timed_at]
+        cand = np.sort(cand[~first[cand]] - 1)
+        # only a line with a candidate at a sector's last word can skip (a skip shifts the
+        # line's later visits, so its candidates are then taken one by one)
+        lines_that_may = set(start[cand[slot[cand] % per_sector == per_sector - 1]].tolist())
+        shift: dict[int, int] = {}
+        for i in (
+            cand[np.isin(start[cand], list(lines_that_may))].tolist() if lines_that_may else ()
+        ):
+            g = int(start[i])
+            if (int(slot[i]) + shift.get(g, 0)) % per_sector == per_sector - 1:
+                skip[i] = 1
+                shift[g] = shift.get(g, 0) + 1
+        if shift:
+            run = np.cumsum(skip)
+            before = run - skip
+            slot = slot + run - before[start]
+        last = np.r_[first[1:], True]  # the last visit of each line
+        if int(slot[last].max()) >= self.words:
+            return None
+        self.next[by_line[last]] = slot[last] + 1
+        out = np.empty(n, dtype=np.int64)
+        out[order] = slot
+        return out.tolist()
+
+
 # --- inputs -------------------------------------------------------------------------------------
 def _mixtures():
     """Seeded latency mixtures: 1 to 6 levels of random centres, counts and jitter (integer
@@ -215,3 +275,55 @@ def test_onset_brackets_with_the_sweeps_memo_are_unchanged_round_by_round(spread
             assert tlb_shift.shift_onsets(part, unit_classes=True, memo=memo) == onsets
             compared += 1
     assert compared > 20
+
+
+def _walk_tests(rng, count: int, *, least_lines: float = 0.0) -> list[pw.WalkTest]:
+    """Seeded pointer-walk tests: short ones over a few lines (repeated, timed at random
+    visits, often right after another visit of the same line) and long ones past the array
+    path's threshold, over lines of a large window; each over at least `least_lines` x its
+    visits distinct lines (some: a test that fits one launch)."""
+    tests = []
+    for _ in range(count):
+        n = int(rng.choice([1, 3, 12, 40, pw.ARRAY_VISITS, pw.ARRAY_VISITS + 1, 900]))
+        low = max(1, int(least_lines * n))
+        pool = rng.integers(0, 1 << 22, int(rng.integers(low, max(low + 1, n // 3 + 1))))
+        lines = rng.choice(pool, n)
+        if rng.random() < 0.5:  # passes over the same lines, the last one timed (l1_sets)
+            k = len(pool)
+            lines = np.tile(pool, 3)
+            timed = tuple(range(2 * k, 3 * k))
+        else:
+            timed = tuple(sorted(set(rng.integers(0, len(lines), int(rng.integers(0, 12))))))
+        tests.append(pw.WalkTest(lines.astype(np.int64), timed))
+    return tests
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_slots_place_the_same_words(seed):
+    # one launch's slots through a run of tests, some of which no longer fit (None, nothing
+    # taken), at line sizes of 4 to 32 words
+    rng = np.random.default_rng(seed)
+    words = int(rng.choice([4, 8, 16, 32]))
+    new, ref = pw._Slots(words), SlotsBefore(words)
+    outcomes = set()
+    for test in _walk_tests(rng, 80):
+        got = new.place(test.lines, set(test.timed))
+        assert got == ref.place(test.lines, set(test.timed))
+        outcomes.add(got is None)
+    assert outcomes == {True, False}  # tests placed and tests refused were both compared
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_pack_makes_the_same_launches(seed, monkeypatch):
+    rng = np.random.default_rng(100 + seed)
+    tests = _walk_tests(rng, 120, least_lines=0.2)
+    kw = {"window_bytes": 1 << 30, "line_bytes": 128, "shared_buffer_bytes": 4096,
+          "carveout_pct": None}  # fmt: skip
+    got = pw.pack(tests, **kw)
+    monkeypatch.setattr(pw, "_Slots", SlotsBefore)
+    want = pw.pack(tests, **kw)
+    assert len(got) == len(want) > 1
+    for a, b in zip(got, want, strict=True):
+        assert (a.tests, a.records) == (b.tests, b.records)
+        assert np.array_equal(a.work.offsets_bytes, b.work.offsets_bytes)
+        assert np.array_equal(a.work.record_steps, b.work.record_steps)

@@ -89,37 +89,65 @@ class Launch:
     records: tuple[int, ...]  # timed loads of each of those tests
 
 
+# a test of up to this many visits is placed visit by visit; a longer one by array operations
+# (which cost some 150 us whatever the size: most tests visit a few dozen lines)
+ARRAY_VISITS = 200
+
+
 class _Slots:
-    """Word slots of the lines of one launch being packed (with undo of a test that does not
-    fit): the next free word of every line seen, beside the sorted line numbers (a window of
-    many GiB has too many lines for an array indexed by line)."""
+    """Word slots of the lines of one launch being packed: the next free word of every line
+    seen (a dict: a window of many GiB has too many lines for an array indexed by line)."""
 
     def __init__(self, words_per_line: int) -> None:
         self.words = words_per_line
-        self.keys = np.zeros(0, dtype=np.int64)
-        self.next = np.zeros(0, dtype=np.int32)
+        self.next: dict[int, int] = {}
 
     def place(self, lines: np.ndarray, timed: set[int]) -> list[int] | None:
         """The word of each visit: a line's visits take its next free words in order, except
         that the visit before a timed visit of the same line skips a word that would end its
-        sector (so the timed visit reads the sector it filled). None when a line runs out."""
-        per_sector = SECTOR_BYTES // WORD_BYTES
+        sector (so the timed visit reads the sector it filled). None (and nothing taken) when
+        a line runs out."""
         lines = np.asarray(lines, dtype=np.int64)
+        if len(lines) > ARRAY_VISITS:
+            return self._place_arrays(lines, timed)
+        per_sector = SECTOR_BYTES // WORD_BYTES
+        seq = lines.tolist()
+        n = len(seq)
+        before_timed = [False] * n  # the visits followed, in their line, by a timed visit
+        last: dict[int, int] = {}
+        for i, line in enumerate(seq):
+            j = last.get(line)
+            if j is not None and i in timed:
+                before_timed[j] = True
+            last[line] = i
+        free = self.next
+        taken: dict[int, int] = {}  # the next free word of each line of this test
+        out = [0] * n
+        for i, line in enumerate(seq):
+            slot = taken.get(line)
+            if slot is None:
+                slot = free.get(line, 0)
+            if before_timed[i] and slot % per_sector == per_sector - 1:
+                slot += 1
+            out[i] = slot
+            taken[line] = slot + 1
+        if taken and max(taken.values()) > self.words:
+            return None
+        free.update(taken)
+        return out
+
+    def _place_arrays(self, lines: np.ndarray, timed: set[int]) -> list[int] | None:
+        """`place` of a long test, by array operations over its visits grouped by line."""
+        per_sector = SECTOR_BYTES // WORD_BYTES
         n = len(lines)
-        if n == 0:
-            return []
-        new = np.setdiff1d(lines, self.keys)
-        if len(new):
-            keys = np.union1d(self.keys, new)
-            grown = np.zeros(len(keys), dtype=np.int32)
-            grown[np.searchsorted(keys, self.keys)] = self.next
-            self.keys, self.next = keys, grown
         # visits grouped by line, in walk order within a line
         order = np.argsort(lines, kind="stable")
-        by_line = np.searchsorted(self.keys, lines[order])
-        first = np.r_[True, by_line[1:] != by_line[:-1]]
+        grouped = lines[order]
+        first = np.r_[True, grouped[1:] != grouped[:-1]]
         start = np.maximum.accumulate(np.where(first, np.arange(n), 0))
-        slot = self.next[by_line] + (np.arange(n) - start)
+        distinct = grouped[first].tolist()
+        free = np.fromiter((self.next.get(x, 0) for x in distinct), np.int64, len(distinct))
+        slot = free[np.cumsum(first) - 1] + (np.arange(n) - start)
         # the visit before each timed one of the same line (its predecessor in the group)
         where = np.empty(n, dtype=np.int64)
         where[order] = np.arange(n)
@@ -145,7 +173,7 @@ class _Slots:
         last = np.r_[first[1:], True]  # the last visit of each line
         if int(slot[last].max()) >= self.words:
             return None
-        self.next[by_line[last]] = slot[last] + 1
+        self.next.update(zip(distinct, (slot[last] + 1).tolist(), strict=True))
         out = np.empty(n, dtype=np.int64)
         out[order] = slot
         return out.tolist()
