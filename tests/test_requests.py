@@ -587,3 +587,67 @@ def test_a_step_where_the_launch_changes_from_one_block_to_two_is_no_saturation(
     # the same numbers launched as one geometry read the step as the table filling
     (merged,) = fit_sweeps(table.drop(columns="blocks"))
     assert merged.saturation is not None and merged.saturation.next_threads == 1056
+
+
+def test_cuda_host_side_of_one_block_reads_every_timed_run_back_in_one_copy():
+    # the host side of req_<path>_n<N> against a stand-in driver (no GPU) whose memory is
+    # addressed: launch i (counting the untimed ones) writes 1000 i + t for thread t at the
+    # address it was given. Two untimed, three timed launches of 96 threads: rows 2000.., 3000..,
+    # 4000.. come back, in one device-to-host copy
+    from types import SimpleNamespace
+
+    from gpudissect.backends.requests_cuda import run_requests
+    from gpudissect.experiments.requests import RequestsWork
+
+    memory = np.zeros(1 << 20, np.uint8)
+    top = [4096]
+
+    class Buf:
+        def __init__(self, n):
+            self.address, self.n = top[0], n
+            top[0] += -(-n // 256) * 256
+
+        def __int__(self):
+            return self.address
+
+        def free(self):
+            pass
+
+    copies = []
+
+    class Drv:
+        mem_alloc = staticmethod(Buf)
+
+        def pagelocked_zeros(self, n, dtype):
+            return np.zeros(n, dtype)
+
+        def memcpy_htod(self, dst, src):
+            b = np.ascontiguousarray(src).view(np.uint8).ravel()
+            memory[int(dst) : int(dst) + b.size] = b
+
+        def memcpy_dtoh(self, dst, src):
+            copies.append(dst.nbytes)
+            view = dst.view(np.uint8).reshape(-1)
+            view[:] = memory[int(src) : int(src) + view.size]
+
+    launches = []
+
+    def prepared_call(grid, block, _d, _o, threads, _s, elapsed):
+        i = len(launches)
+        launches.append(int(elapsed))
+        values = (1000 * i + np.arange(int(threads))).astype(np.uint32).view(np.uint8)
+        memory[int(elapsed) : int(elapsed) + values.size] = values
+
+    backend = SimpleNamespace(
+        drv=Drv(),
+        function=lambda *a: SimpleNamespace(prepared_call=prepared_call),
+        context=SimpleNamespace(synchronize=lambda: None),
+        sm_clock=lambda: 1980,
+    )
+    o = pattern_offsets(threads=96, loads_per_thread=2, merge_threads=1, block_bytes=128)
+    r = run_requests(backend, RequestsWork("ca", o, 3, 2))
+    assert len(launches) == 5 and launches[0] == launches[1] == launches[2]
+    assert np.diff(launches[2:]).tolist() == [96 * 4, 96 * 4]
+    want = np.array([[1000 * i + t for t in range(96)] for i in (2, 3, 4)], np.uint32)
+    assert np.array_equal(r.elapsed_cycles, want)
+    assert copies == [3 * 96 * 4]  # one copy of all three rows
