@@ -32,6 +32,12 @@ import pandas as pd
 from gpudissect.contract.backend import Backend, ChaseResult, handles
 from gpudissect.contract.facts import DeviceFacts
 from gpudissect.exceptions import TraceError
+from gpudissect.experiments.l2_slices import (
+    L2ContentionResult,
+    L2ContentionWork,
+    L2SliceResult,
+    L2SliceWork,
+)
 from gpudissect.experiments.mapped_chase import MappedChaseWork, ReleaseMapping
 from gpudissect.experiments.pointer_walk import PointerWalkWork, WalkResult
 from gpudissect.experiments.requests import RequestsResult, RequestsWork
@@ -47,6 +53,7 @@ REPLAYED = {
     "tlb_mappings": "seed",
     "l1_sets": "seed",
     "requests": "seed",
+    "l2_slices": "rows",
 }
 
 
@@ -58,6 +65,12 @@ class ReplayBackend(Backend):
     def __init__(self, data: pd.DataFrame, provenance: dict, experiment: str) -> None:
         self.experiment = experiment
         self.provenance = provenance
+        self.cursor = 0  # "rows": the next launch's first row (the trace's rows in launch order)
+        self.rows: dict[int, dict[str, Any]] = {}
+        self.launches = 0
+        if REPLAYED.get(experiment) == "rows":  # its columns as arrays, sliced launch by launch
+            self.columns = {c: data[c].to_numpy() for c in data.columns}
+            return
         if experiment == "requests":  # a launch's seed: point + repeat * points of a pass
             planned = int(data["point"].max()) + 1
             keys = data["repeat"].to_numpy(np.int64) * planned + data["point"].to_numpy(np.int64)
@@ -90,6 +103,20 @@ class ReplayBackend(Backend):
                 f"replay of {self.experiment}: launch {key} asks for {records} records; the "
                 f"trace holds {held} for it (the replay drifted)"
             )
+        self.launches += 1
+        return rows
+
+    def take_rows(self, records: int) -> dict[str, np.ndarray]:
+        """The columns of the next `records` rows of a trace kept in launch order
+        (l2_slices)."""
+        a, b = self.cursor, self.cursor + records
+        rows = {c: v[a:b] for c, v in self.columns.items()}
+        if len(rows["offset_bytes"]) != records:
+            raise TraceError(
+                f"replay of {self.experiment}: launch {self.launches} asks for {records} "
+                f"records; the trace holds {len(rows['offset_bytes'])} more (the replay drifted)"
+            )
+        self.cursor += records
         self.launches += 1
         return rows
 
@@ -145,6 +172,30 @@ def _requests(backend: ReplayBackend, work: RequestsWork, *, seed=0) -> Requests
     )
 
 
+@handles("replay", L2SliceWork)
+def _slice_walk(backend: ReplayBackend, work: L2SliceWork, *, seed=0) -> L2SliceResult:
+    rows = backend.take_rows(work.lines * work.passes)
+    if not np.array_equal(rows["offset_bytes"][: work.lines], work.offsets_bytes):
+        raise TraceError(f"replay of l2_slices: launch {backend.launches - 1} walks other lines")
+    return L2SliceResult(
+        cycles=rows["cycles"].astype(np.uint32),
+        sm=int(rows["sm"][0]),
+        helper_sm=int(rows["helper_sm"][0]),
+        sm_clock_mhz=float(rows["sm_clock_mhz"][0]),
+    )
+
+
+@handles("replay", L2ContentionWork)
+def _contention(backend: ReplayBackend, work: L2ContentionWork, *, seed=0) -> L2ContentionResult:
+    rows = backend.take_rows(work.partners_bytes.size)
+    if not np.array_equal(rows["offset_bytes"], work.partners_bytes):
+        raise TraceError(f"replay of l2_slices: launch {backend.launches - 1} has other partners")
+    return L2ContentionResult(
+        elapsed_ns=rows["elapsed_ns"].astype(np.float64),
+        sm_clock_mhz=float(rows["sm_clock_mhz"][0]),
+    )
+
+
 def replay(trace_path: str | Path, *, profile: cProfile.Profile | None = None):
     """Replay the trace at `trace_path`: (the experiment's rows, seconds of host work, the
     backend that gave the launches back)."""
@@ -183,6 +234,10 @@ def matches(rows: pd.DataFrame, trace: pd.DataFrame) -> bool:
         return False
     if "latency_cycles" in trace.columns:
         return np.array_equal(rows["latency_cycles"].to_numpy(), trace["latency_cycles"])
+    if "cycles" in trace.columns:  # l2_slices: the walks' cycles and the launches' durations
+        return np.array_equal(rows["cycles"], trace["cycles"]) and np.array_equal(
+            rows["elapsed_ns"], trace["elapsed_ns"]
+        )
     return all(
         np.array_equal(a, b)
         for a, b in zip(rows["elapsed_cycles"], trace["elapsed_cycles"], strict=True)

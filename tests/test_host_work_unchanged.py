@@ -8,6 +8,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from gpudissect.analysis.l2 import l2_slices as l2s
 from gpudissect.analysis.tlb import tlb_mappings as tm
 from gpudissect.analysis.tlb import tlb_shift
 from gpudissect.analysis.tlb.tlb_levels import Level, find_levels, robust_sigma
@@ -175,6 +176,24 @@ class SlotsBefore:
         return out.tolist()
 
 
+def partner_shares_before(frame: pd.DataFrame) -> pd.Series:
+    f = frame[["reference_offset_bytes", "offset_bytes", "order", "elapsed_ns"]].copy()
+    f["self"] = (f["offset_bytes"] == f["reference_offset_bytes"]).to_numpy()
+    at = f.loc[f["self"], "order"].to_numpy(float)
+    ns = f.loc[f["self"], "elapsed_ns"].to_numpy(float)
+    order = f["order"].to_numpy(float)
+    near = np.argsort(np.abs(order[:, None] - at[None, :]), axis=1, kind="stable")
+    one = np.median(ns[near[:, : l2s.LOCAL_SELVES]], axis=1)
+    f["share"] = np.where(
+        one > 0, f["elapsed_ns"].to_numpy(float) / np.where(one > 0, one, 1), np.nan
+    )
+    f = f[~f["self"]]
+    clean = f["share"] <= l2s.DISTURBED_SHARE
+    has_clean = clean.groupby(f["offset_bytes"]).transform("any")
+    f = f[clean | ~has_clean]
+    return f.groupby("offset_bytes", sort=False)["share"].median()
+
+
 # --- inputs -------------------------------------------------------------------------------------
 def _mixtures():
     """Seeded latency mixtures: 1 to 6 levels of random centres, counts and jitter (integer
@@ -327,3 +346,60 @@ def test_pack_makes_the_same_launches(seed, monkeypatch):
         assert (a.tests, a.records) == (b.tests, b.records)
         assert np.array_equal(a.work.offsets_bytes, b.work.offsets_bytes)
         assert np.array_equal(a.work.record_steps, b.work.record_steps)
+
+
+def _searches(data: pd.DataFrame):
+    """Frames like those the l2_slices sweep asks about: per search (reference, kind, class),
+    its first third of launches, two thirds, and all of them."""
+    phase = data[data["phase"] == 2]
+    keys = ["reference_offset_bytes", "pass", "repetition"]
+    for _, search in phase.groupby(keys, sort=False):
+        for end in sorted({max(4, len(search) // 3), max(4, 2 * len(search) // 3), len(search)}):
+            yield search.iloc[:end]
+
+
+@pytest.mark.parametrize("disturb", [False, True])
+def test_partner_shares_are_unchanged_on_every_search_of_the_h200_sweep(disturb):
+    # as recorded, and disturbed: a seeded tenth of the launches 1.3x slower (shares past
+    # DISTURBED_SHARE), some one-line launches timed at 0 (no one-slice duration: NaN shares)
+    data = _trace("l2_slices")
+    if disturb:
+        rng = np.random.default_rng(5)
+        ns = data["elapsed_ns"].to_numpy(np.float64).copy()
+        ns[rng.random(len(ns)) < 0.1] *= 1.3
+        ns[
+            (rng.random(len(ns)) < 0.05) & (data["offset_bytes"] == data["reference_offset_bytes"])
+        ] = 0
+        data = data.assign(elapsed_ns=ns)
+    frames = 0
+    for frame in _searches(data):
+        pd.testing.assert_series_equal(
+            l2s.partner_shares(frame), partner_shares_before(frame), check_exact=True
+        )
+        frames += 1
+    assert frames > 100
+
+
+def _replay():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(
+        "replay_host_work", REPO / "benchmarks" / "replay_host_work.py"
+    )
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.mark.parametrize("name", ["l2_slices", "tlb_mappings", "l1_sets", "caches"])
+def test_the_sweep_replayed_from_its_h200_trace_makes_the_traces_launches_and_rows(name):
+    # the sweep's decisions (which launches, with which points) are the analysis's answers
+    # between rounds: given back what the H200 measured, the sweep must ask for the same
+    # launches and assemble the trace's rows, every column of them
+    trace = _trace(name)
+    rows, _, backend = _replay().replay(H200 / f"{name}.parquet")
+    assert backend.launches > 100
+    assert sorted(rows.columns) == sorted(trace.columns)
+    pd.testing.assert_frame_equal(
+        rows[trace.columns].reset_index(drop=True), trace.reset_index(drop=True), check_dtype=False
+    )
