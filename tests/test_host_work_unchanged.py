@@ -8,6 +8,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from gpudissect.analysis.caches import cache_structure as cs
+from gpudissect.analysis.caches.level_size import Classifier
+from gpudissect.analysis.common.misses import binom_sf
 from gpudissect.analysis.l2 import l2_slices as l2s
 from gpudissect.analysis.tlb import tlb_mappings as tm
 from gpudissect.analysis.tlb import tlb_shift
@@ -192,6 +195,28 @@ def partner_shares_before(frame: pd.DataFrame) -> pd.Series:
     has_clean = clean.groupby(f["offset_bytes"]).transform("any")
     f = f[clean | ~has_clean]
     return f.groupby("offset_bytes", sort=False)["share"].median()
+
+
+def line_miss_table_before(rows, classifier, line_bytes):
+    k = rows["extra_lines"].to_numpy()
+    line = rows["address_bytes"].to_numpy() // line_bytes
+    miss = classifier.slow(rows["latency_cycles"].to_numpy())
+    order = np.lexsort((line, k))
+    k, line, miss = k[order], line[order], miss[order].astype(np.int64)
+    first = np.flatnonzero(np.r_[True, (k[1:] != k[:-1]) | (line[1:] != line[:-1])])
+    if not len(k):
+        first = first[:0]
+    out = pd.DataFrame(
+        {
+            "k": k[first],
+            "line": line[first],
+            "size": np.diff(np.r_[first, len(k)]).astype(np.int64),
+            "sum": np.add.reduceat(miss, first) if len(k) else miss[:0],
+        }
+    )
+    p = binom_sf(out["sum"].to_numpy() - 1, out["size"].to_numpy(), classifier.outlier_rate)
+    out["missing"] = (out["sum"] >= 2) & (p < cs.LINE_ALPHA) | (out["sum"] == out["size"])
+    return out
 
 
 # --- inputs -------------------------------------------------------------------------------------
@@ -402,4 +427,29 @@ def test_the_sweep_replayed_from_its_h200_trace_makes_the_traces_launches_and_ro
     assert sorted(rows.columns) == sorted(trace.columns)
     pd.testing.assert_frame_equal(
         rows[trace.columns].reset_index(drop=True), trace.reset_index(drop=True), check_dtype=False
+    )
+
+
+def test_line_miss_tables_are_unchanged_on_the_h200_sets_phase():
+    # every k of the H200 caches sweep's sets phase (its launches pooled), under the
+    # reference classifier of its level and two stricter and looser ones; and an empty table
+    data = _trace("caches")
+    compared = 0
+    for _, rows in data.groupby(["path", "level"]):
+        ref = rows.loc[rows["phase"] == "reference", "latency_cycles"].to_numpy()
+        base = cs.reference_classifier(ref)
+        sets = rows[rows["phase"] == "sets"]
+        for shift, rate in ((0.0, base.outlier_rate), (-8.0, 0.05), (15.0, 1e-4)):
+            c = Classifier(base.hit_latency_cycles, base.threshold_cycles + shift, rate)
+            for _, one in sets.groupby("extra_lines"):
+                got = cs.line_miss_table(one, c, 128)
+                pd.testing.assert_frame_equal(got, line_miss_table_before(one, c, 128))
+                compared += 1
+            pd.testing.assert_frame_equal(
+                cs.line_miss_table(sets, c, 128), line_miss_table_before(sets, c, 128)
+            )
+    assert compared > 100
+    empty = data.iloc[:0]
+    pd.testing.assert_frame_equal(
+        cs.line_miss_table(empty, base, 128), line_miss_table_before(empty, base, 128)
     )

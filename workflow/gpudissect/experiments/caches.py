@@ -226,7 +226,13 @@ def _dissect(rec: ChaseRecorder, params: CachesParams, t: Target, max_k: int, ma
             more = min(-(-params.set_passes * lines // max_records), params.max_launches_per_k) - 1
             if more > 0:
                 frames += walk(k, "sets", params.set_passes, launches=more)
-        table = cs.line_miss_table(pd.concat(frames), classifier, b)
+        # the table reads three columns: only those are put together
+        read = ["extra_lines", "address_bytes", "latency_cycles"]
+        table = (
+            first
+            if len(frames) == 1
+            else cs.line_miss_table(pd.concat([f[read] for f in frames]), classifier, b)
+        )
         tables.append(table)
         streak = streak + 1 if np.mean(table["missing"]) >= cs.COMPLETE else 0
         if streak >= 2:

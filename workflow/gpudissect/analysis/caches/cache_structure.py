@@ -60,18 +60,14 @@ def line_miss_table(rows: pd.DataFrame, classifier: Classifier, line_bytes: int)
     first = np.flatnonzero(np.r_[True, (k[1:] != k[:-1]) | (line[1:] != line[:-1])])
     if not len(k):
         first = first[:0]
-    out = pd.DataFrame(
-        {
-            "k": k[first],
-            "line": line[first],
-            "size": np.diff(np.r_[first, len(k)]).astype(np.int64),
-            "sum": np.add.reduceat(miss, first) if len(k) else miss[:0],
-        }
-    )
+    size = np.diff(np.r_[first, len(k)]).astype(np.int64)
+    total = np.add.reduceat(miss, first) if len(k) else miss[:0]
     # a line misses at k when its slow accesses there are more than timing outliers explain
-    p = binom_sf(out["sum"].to_numpy() - 1, out["size"].to_numpy(), classifier.outlier_rate)
-    out["missing"] = (out["sum"] >= 2) & (p < LINE_ALPHA) | (out["sum"] == out["size"])
-    return out
+    p = binom_sf(total - 1, size, classifier.outlier_rate)
+    missing = (total >= 2) & (p < LINE_ALPHA) | (total == size)
+    return pd.DataFrame(
+        {"k": k[first], "line": line[first], "size": size, "sum": total, "missing": missing}
+    )
 
 
 @dataclass
