@@ -547,3 +547,52 @@ def test_a_slice_the_search_split_is_merged_by_the_references_pass():
     assert c["checks"] == 32 and c["checks_agree"] == 32
     q = _contention_slices(c)
     assert q["value"] == 16 and "merge pass: 1 pairs of class references contend" in q["evidence"]
+
+
+def test_cuda_contention_launches_are_timed_by_events_kept_between_works():
+    # the host side of l2_slice_hammer against a stand-in driver (no GPU): launch i of the
+    # sweep (the untimed first one of each work counted) takes 100 + i ns; two works of 3 and
+    # 5 partners make 5 pairs of events in all, and each partner reads its own launch's time
+    from types import SimpleNamespace
+
+    from gpudissect.backends.l2slices_cuda import run_l2_contention
+
+    clock = {"ns": 0.0, "launches": 0}
+    made = []
+
+    class Event:
+        def __init__(self):
+            made.append(self)
+
+        def record(self):
+            self.at = clock["ns"]
+
+        def synchronize(self):
+            pass
+
+        def time_since(self, start):
+            return (self.at - start.at) / 1e6  # ms
+
+    def prepared_call(*_args):
+        clock["ns"] += 100 + clock["launches"]
+        clock["launches"] += 1
+
+    drv = SimpleNamespace(
+        Event=Event, device_attribute=SimpleNamespace(MULTIPROCESSOR_COUNT="count")
+    )
+    backend = SimpleNamespace(
+        drv=drv,
+        device=SimpleNamespace(get_attribute=lambda key: 132),
+        _device_buffer=lambda n, exact: 1 << 30,
+        function=lambda *a: SimpleNamespace(prepared_call=prepared_call),
+        clocks=lambda: {"sm_clock_mhz": 1980},
+    )
+    got = []
+    for partners in ([0, 128, 0], [0, 256, 384, 0, 512]):
+        work = e.L2ContentionWork(
+            region_bytes=1 << 20, flush_bytes=8, reference_bytes=0,
+            partners_bytes=np.array(partners, np.int64), iterations=16,
+        )  # fmt: skip
+        got.append(run_l2_contention(backend, work).elapsed_ns)
+    assert len(made) == 2 * 5
+    assert np.allclose(got[0], [101, 102, 103]) and np.allclose(got[1], [105, 106, 107, 108, 109])
