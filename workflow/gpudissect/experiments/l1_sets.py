@@ -205,7 +205,9 @@ class _Driver:
         memory = backend.facts().total_memory_bytes if p.probe_window_bytes == "auto" else None
         self.window = probe_window(p, memory)
         self.carveout = p.carveout_pct if backend.supports_carveout else None
-        self.frames: list[dict[str, np.ndarray]] = []
+        # per test run: its scalars (point, test, kind, subject, detail, set_lines, clock), and
+        # its timed addresses and latencies; the rows are made once, at the end (`_frame`)
+        self.frames: list[tuple] = []
         self.launches = 0
         self.tests = 0
         self.threshold: float | None = None
@@ -233,23 +235,13 @@ class _Driver:
                 test = tests[t]
                 subject, detail, set_lines = meta[t]
                 self.frames.append(
-                    {
-                        "point": np.full(n, self.launches, np.int32),
-                        "test": np.full(n, self.tests + t, np.int32),
-                        "kind": np.full(n, kind, object),
-                        "subject": np.full(n, subject, np.int32),
-                        "detail": np.full(n, detail, np.int64),
-                        "set_lines": np.full(n, set_lines, np.int32),
-                        "access": np.arange(n, dtype=np.int32),
-                        "address_bytes": np.asarray(test.lines, np.int64)[list(test.timed)]
-                        * self.p.line_bytes,
-                        "latency_cycles": np.asarray(lat, np.uint32),
-                        "sm_clock_mhz": np.full(n, r.sm_clock_mhz, np.float32),
-                        "carveout_pct": np.full(
-                            n, -1 if self.carveout is None else self.carveout, np.int16
-                        ),
-                    }
-                )
+                    (
+                        (self.launches, self.tests + t, kind, subject, detail, set_lines,
+                         r.sm_clock_mhz),
+                        np.asarray(test.lines, np.int64)[list(test.timed)] * self.p.line_bytes,
+                        np.asarray(lat, np.uint32),
+                    )
+                )  # fmt: skip
             self.launches += 1
         self.tests += len(tests)
         return out
@@ -540,7 +532,24 @@ def _phases(d: _Driver, p: L1SetsParams, progress) -> None:
 def _frame(d: _Driver, p: L1SetsParams) -> pd.DataFrame:
     if not d.frames:
         return pd.DataFrame({f.name: pd.Series(dtype=f.type.to_pandas_dtype()) for f in SCHEMA})
-    cols = {k: np.concatenate([f[k] for f in d.frames]) for k in d.frames[0]}
+    sizes = np.array([len(lat) for _, _, lat in d.frames], np.int64)
+    scalars = list(zip(*(s for s, _, _ in d.frames), strict=True))
+    kinds = (np.int32, np.int32, object, np.int32, np.int64, np.int32, np.float32)
+    names = ("point", "test", "kind", "subject", "detail", "set_lines", "sm_clock_mhz")
+    per_test = {
+        name: np.repeat(np.array(v, dtype=k), sizes)
+        for name, v, k in zip(names, scalars, kinds, strict=True)
+    }
+    cols = {
+        **{n: per_test[n] for n in names[:-1]},
+        "access": np.concatenate([np.arange(n, dtype=np.int32) for n in sizes.tolist()]),
+        "address_bytes": np.concatenate([a for _, a, _ in d.frames]),
+        "latency_cycles": np.concatenate([lat for _, _, lat in d.frames]),
+        "sm_clock_mhz": per_test["sm_clock_mhz"],
+        "carveout_pct": np.full(
+            int(sizes.sum()), -1 if d.carveout is None else d.carveout, np.int16
+        ),
+    }
     df = pd.DataFrame(cols)
     df["line_bytes"] = np.int32(p.line_bytes)
     df["window_bytes"] = np.int64(d.window)
