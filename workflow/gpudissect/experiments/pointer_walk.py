@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from itertools import repeat
 
 import numpy as np
 
@@ -146,13 +147,14 @@ class _Slots:
         first = np.r_[True, grouped[1:] != grouped[:-1]]
         start = np.maximum.accumulate(np.where(first, np.arange(n), 0))
         distinct = grouped[first].tolist()
-        free = np.fromiter((self.next.get(x, 0) for x in distinct), np.int64, len(distinct))
+        free = np.fromiter(map(self.next.get, distinct, repeat(0)), np.int64, len(distinct))
         slot = free[np.cumsum(first) - 1] + (np.arange(n) - start)
         # the visit before each timed one of the same line (its predecessor in the group)
         where = np.empty(n, dtype=np.int64)
         where[order] = np.arange(n)
         skip = np.zeros(n, dtype=np.int64)
-        timed_at = np.fromiter((p for p in timed if p < n), dtype=np.int64)
+        timed_at = np.fromiter(timed, dtype=np.int64, count=len(timed))
+        timed_at = timed_at[timed_at < n]
         cand = where[timed_at]
         cand = np.sort(cand[~first[cand]] - 1)
         # only a line with a candidate at a sector's last word can skip (a skip shifts the
