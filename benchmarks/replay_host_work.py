@@ -1,10 +1,11 @@
 """Host-side work of a sweep, timed without its device: the trace's launches replayed.
 
-An adaptive sweep (caches, tlb_mappings, requests, l1_sets...) reads its own launches between
-them to decide the next ones. Given back, launch by launch, what its trace recorded, the
-experiment makes the same decisions and the same launches, so the time it takes here is its
-host work alone (building chains and arrays, reading the walks so far, assembling rows): the
-`experiment_host_s` of its `sweep profile:` line, measured on any machine, without a GPU.
+An adaptive sweep (caches, tlb_mappings, requests, l1_sets, l2_slices...) reads its own
+launches between them to decide the next ones. Given back, launch by launch, what its trace
+recorded, the experiment makes the same decisions and the same launches, so the time it takes
+here is its host work alone (building chains and arrays, reading the walks so far, assembling
+rows): the `experiment_host_s` of its `sweep profile:` line, measured on any machine, without a
+GPU.
 
     python benchmarks/replay_host_work.py results/reference/h200/traces/gpu0/caches.parquet
 
@@ -45,7 +46,8 @@ from gpudissect.families import family
 from gpudissect.traces import read_trace
 
 # families whose launches this replay gives back, and how a launch finds its rows: by the
-# order of run_chase calls (the trace's `point`), or by the seed each launch is run with
+# order of run_chase calls (the trace's `point`), by the seed each launch is run with, or as
+# the next rows of a trace kept in launch order
 REPLAYED = {
     "cache_stage1": "order",
     "caches": "order",
