@@ -11,7 +11,7 @@ import pytest
 from gpudissect.analysis.caches import cache_structure as cs
 from gpudissect.analysis.caches.level_size import Classifier
 from gpudissect.analysis.common.misses import binom_sf
-from gpudissect.analysis.l2 import l2_slices as l2s
+from gpudissect.analysis.l2 import l2_shares as l2s
 from gpudissect.analysis.tlb import tlb_mappings as tm
 from gpudissect.analysis.tlb import tlb_shift
 from gpudissect.analysis.tlb.tlb_levels import Level, find_levels, robust_sigma

@@ -353,7 +353,7 @@ def test_contention_sorts_the_lines_into_the_profile_s_slices(flat_twin):
 def _contention(share_of, lines=64, noise=0.01, seed=0):
     """Contention rows of a class search over `lines` lines, each launch taking
     share_of(reference, partner) of the one-line time (1000 ns), with relative noise."""
-    from gpudissect.analysis.l2.l2_slices import contention_same
+    from gpudissect.analysis.l2.l2_shares import contention_same
 
     rng = np.random.default_rng(seed)
     left, frames = [int(o) * 128 for o in range(lines)], []

@@ -25,7 +25,7 @@ share a slice (one slice's atomic unit serves both: as long as one line alone) o
 half). The lines are the first `contention_lines` of the chain's order (a random sample). The
 first line not yet placed is the next class's reference: it is hammered beside every line not
 yet placed, and beside itself first and after every 32 of them (the one-slice duration); the
-lines that take as long join its class (`analysis.l2.l2_slices.contention_same`, the sweep's other
+lines that take as long join its class (`analysis.l2.l2_shares.contention_same`, the sweep's other
 question), the rest wait for the next reference. A line whose share lay within 0.1 of the
 threshold, or above 1.05 (a disturbed launch), is launched again beside the reference (twice at
 most), and its median undisturbed share decides. Every line that joins is launched beside the
@@ -274,7 +274,8 @@ def contention_phase(
     backend: Backend, p: L2SliceParams, offsets: np.ndarray, flush: int, progress=None
 ) -> list[pd.DataFrame]:
     """The slice classes of the first `contention_lines` lines, one reference at a time."""
-    from ..analysis.l2.l2_slices import contention_ambiguous, contention_same, merged_labels
+    from ..analysis.l2.l2_shares import contention_ambiguous, contention_same
+    from ..analysis.l2.l2_slices import merged_labels
 
     left = [int(o) for o in offsets[: p.contention_lines]]  # at most the walked lines
     lines = len(left)

@@ -10,7 +10,7 @@
    both, about half as long when two do. A launch's share is its duration over the median of
    the three launches of its class reference beside itself nearest to it; a partner's share is
    the median over its launches (the sweep launches a partner again where its share lay within
-   `AMBIGUOUS_BAND` of `SAME_SHARE`); a share above `SAME_SHARE` (halfway between the two
+   `l2_shares.AMBIGUOUS_BAND` of `SAME_SHARE`); a share above `SAME_SHARE` (halfway between the two
    servers' 0.5 and the one server's 1.0) puts the partner in the reference's slice. The merge
    pass (pass 2, where the trace has one) launches each class's reference beside the references
    of the classes after it: two that contend are one slice the search split, and their classes
@@ -41,19 +41,14 @@ import pandas as pd
 
 from ..common.result import header, not_applicable, quantity, undetermined
 from .l2_partition import LINEAR_TOLERANCE, fit_affine, near_groups, split_lines
+from .l2_shares import DISTURBED_SHARE, SAME_SHARE, contention_shares, partner_shares
 from .slice_function import add_slice_elements
 
 CUT_FACTOR = 3.0
 MIN_SEPARATION = 1.5
 MIN_LINES = 16
 CONTENTION_PHASE = 2  # experiments.l2_slices.CONTENTION_PHASE (the analysis reads traces only)
-LOCAL_SELVES = 3  # one-line launches nearest a launch that give its one-slice duration
-SAME_SHARE = 0.75  # halfway between two slices' 0.5 and one slice's 1.0 of the one-line time
 DECIDED_SDS = 3.0  # a launch is decided when its share lies this many noise SDs off SAME_SHARE
-AMBIGUOUS_BAND = 0.1  # a share this close to SAME_SHARE is launched again by the sweep
-# two lines cannot take longer than one line alone (every warp on one slice): a launch above
-# this share of the one-line time was disturbed (on an H100, bursts of launches at 1.1-2.5)
-DISTURBED_SHARE = 1.05
 MAX_CHECK_MISSES = 0.05  # check launches that may disagree with the classes
 MAX_SINGLETON_SHARE = 0.05  # classes of one line, as a share of the lines (Good-Turing: the
 # chance that a further line falls in a slice the sample has not met)
@@ -111,81 +106,6 @@ def _noise_cycles(data: pd.DataFrame) -> float:
     if not len(dev):
         return float("nan")
     return 1.2533 * float(dev[dev <= dev.quantile(0.99)].mean())
-
-
-def _shares(offset: np.ndarray, reference: np.ndarray, order: np.ndarray, ns: np.ndarray):
-    """`contention_shares`' `self` and `share` of each launch, from its columns' arrays."""
-    self_ = offset == reference
-    at = order[self_]
-    near = np.argsort(np.abs(order[:, None] - at[None, :]), axis=1, kind="stable")
-    one = np.median(ns[self_][near[:, :LOCAL_SELVES]], axis=1)
-    return self_, np.where(one > 0, ns / np.where(one > 0, one, 1), np.nan)
-
-
-def contention_shares(frame: pd.DataFrame) -> pd.DataFrame:
-    """One class search's launches (the rows of one reference) with `share`: the duration over
-    the median of the `LOCAL_SELVES` launches of the reference beside itself nearest in launch
-    order (the clocks may drift during a search); `self` marks those."""
-    f = frame[["reference_offset_bytes", "offset_bytes", "order", "elapsed_ns"]].copy()
-    f["self"], f["share"] = _shares(
-        f["offset_bytes"].to_numpy(), f["reference_offset_bytes"].to_numpy(),
-        f["order"].to_numpy(float), f["elapsed_ns"].to_numpy(float),
-    )  # fmt: skip
-    return f
-
-
-def partner_shares(frame: pd.DataFrame) -> pd.Series:
-    """Partner offset -> the median share of its launches beside the reference (a partner
-    launched again where its first share was ambiguous or disturbed has several): of its
-    undisturbed launches (share at most `DISTURBED_SHARE`) where it has any; the partners in
-    the order of their first launch counted. (With arrays: the sweep asks after every launch,
-    where pandas' grouping cost more than the launch.)"""
-    offset = frame["offset_bytes"].to_numpy(np.int64)
-    self_, share = _shares(
-        offset, frame["reference_offset_bytes"].to_numpy(np.int64),
-        frame["order"].to_numpy(float), frame["elapsed_ns"].to_numpy(float),
-    )  # fmt: skip
-    offset, share = offset[~self_], share[~self_]
-    clean = share <= DISTURBED_SHARE
-    partners, group = np.unique(offset, return_inverse=True)
-    has_clean = np.bincount(group, weights=clean, minlength=len(partners)) > 0
-    kept = clean | ~has_clean[group]
-    share, group = share[kept], group[kept]
-    # each partner's median at once: its shares (NaN left out, as pandas' median does) sorted
-    # within it, the middle one, or the mean of the middle two ((a + b) / 2, as numpy and
-    # pandas take it); NaN where none is left
-    valid = ~np.isnan(share)
-    by = np.lexsort((share[valid], group[valid]))
-    sorted_share = share[valid][by]
-    counts = np.bincount(group[valid], minlength=len(partners))
-    starts = np.cumsum(counts) - counts
-    values = np.full(len(partners), np.nan)
-    has = counts > 0
-    lo, hi = (starts + (counts - 1) // 2)[has], (starts + counts // 2)[has]
-    values[has] = (sorted_share[lo] + sorted_share[hi]) / 2
-    # the partners in the order of their first counted launch (pandas' sort=False grouping)
-    first_at = np.full(len(partners), len(group))
-    np.minimum.at(first_at, group, np.arange(len(group)))
-    first = np.argsort(first_at, kind="stable")
-    index = pd.Index(partners[first], name="offset_bytes")
-    return pd.Series(values[first], index=index, name="share", dtype=np.float64)
-
-
-def contention_same(frame: pd.DataFrame) -> dict[int, bool]:
-    """Partner offset -> whether it shares the reference's slice (`SAME_SHARE`), for the
-    launches of one reference (the sweep's question after each class search)."""
-    return {int(o): bool(s > SAME_SHARE) for o, s in partner_shares(frame).items()}
-
-
-def contention_ambiguous(frame: pd.DataFrame) -> list[int]:
-    """The partners whose median share lies within `AMBIGUOUS_BAND` of `SAME_SHARE`, or above
-    `DISTURBED_SHARE` (the sweep launches them again, `experiments.l2_slices.CONTENTION_RETRIES`
-    times at most)."""
-    return [
-        int(o)
-        for o, s in partner_shares(frame).items()
-        if abs(s - SAME_SHARE) < AMBIGUOUS_BAND or s > DISTURBED_SHARE
-    ]
 
 
 def merged_labels(labels: list[int], pairs: list[tuple[int, int]]) -> list[int]:
