@@ -36,7 +36,18 @@ QUANTITIES = [
     ("l2", "read"),
     ("l2", "write"),
     ("dram", "read"),
+    ("dram", "write"),
 ]
+
+
+def _gpu_profile(tmp_path, write_fraction):
+    """The unseen profile, its DRAM's stores at their own share of the peak where given."""
+    profile = yaml.safe_load((DATA / "unseen_bandwidth_a.yaml").read_text())
+    if write_fraction is not None:
+        profile["throughput"]["dram_write_achievable_fraction"] = write_fraction
+    path = tmp_path / "gpu.yaml"
+    path.write_text(yaml.safe_dump(profile))
+    return path, profile
 
 
 def _measure(profile_path, tmp_path):
@@ -52,8 +63,14 @@ def _measure(profile_path, tmp_path):
     return analyse(data, provenance={"device": "gpu"})
 
 
-def test_the_twin_reads_back_the_bandwidths_it_was_built_from(tmp_path):
-    doc = _measure(DATA / "unseen_bandwidth_a.yaml", tmp_path)
+@pytest.mark.parametrize("write_fraction", [None, 0.7])
+def test_the_twin_reads_back_the_bandwidths_it_was_built_from(tmp_path, write_fraction):
+    gpu_path, profile = _gpu_profile(tmp_path, write_fraction)
+    doc = _measure(gpu_path, tmp_path)
+    dram = doc["elements"]["dram"]
+    # stores stream at their own rate where the GPU's DRAM writes slower than it reads
+    ratio = dram["write_bandwidth_gbps"]["value"] / dram["read_bandwidth_gbps"]["value"]
+    assert ratio == pytest.approx(1.0 if write_fraction is None else 0.7 / 0.875, rel=0.02)
     path = tmp_path / "bandwidth.json"
     path.write_text(json.dumps(doc))
     topology = build_topology("gpu", [str(path)], tuple(FAMILIES))
@@ -62,9 +79,10 @@ def test_the_twin_reads_back_the_bandwidths_it_was_built_from(tmp_path):
     block = throughput_block(TopologyReader(topology), sms=16, sm_mhz=1500)
     assert block["dram_peak_gbps"] == pytest.approx(320.0)
     assert block["dram_achievable_fraction"] == pytest.approx(0.875, rel=0.01)
+    expected_write = 0.875 if write_fraction is None else write_fraction
+    assert block["dram_write_achievable_fraction"] == pytest.approx(expected_write, rel=0.01)
     assert all(v.startswith(("measured:", "derived:", "driver:")) for v in block["cite"].values())
     # the same GPU with the twin's block in place of its own
-    profile = yaml.safe_load((DATA / "unseen_bandwidth_a.yaml").read_text())
     profile["throughput"] = block
     twin_path = tmp_path / "twin.yaml"
     twin_path.write_text(yaml.safe_dump(profile))

@@ -9,9 +9,11 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
+import yaml
 
 from gpudissect.analysis.timing.timing_overhead import analyse
 from gpudissect.backends.sim import SimBackend
+from gpudissect.exceptions import ProfileError
 from gpudissect.experiments import timing_overhead as t
 from gpudissect.families import FAMILIES
 from gpudissect.report.topology_table import to_markdown, topology_table
@@ -157,6 +159,28 @@ def test_the_texture_and_read_only_paths_are_timed_as_whole_chains_too():
     # the calibration stays ca's
     assert doc["timing"]["calibration_path"] == "ca"
     assert doc["timing"]["window_overhead_cycles"]["value"] == pytest.approx(28, abs=1)
+
+
+def test_a_paths_own_window_overhead_is_what_its_chain_saves(tmp_path):
+    # the same profile with a window that costs 7 cycles after a texture fetch, not 19: the tex
+    # chain reads 97 - 7 = 90 a fetch, the other paths keep their 28
+    profile = yaml.safe_load((DATA / "unseen_timing_paths.yaml").read_text())
+    profile["timing"]["window_overhead_by_path_cycles"] = {"tex": 7}
+    path = tmp_path / "p.yaml"
+    path.write_text(yaml.safe_dump(profile))
+    params = dataclasses.replace(PARAMS, paths=("ca", "tex"))
+    doc = analyse(
+        t.run(SimBackend(profile_path=path, seed=8), params, device=None), provenance=PROV
+    )
+    ca, tex = doc["paths"]["ca"], doc["paths"]["tex"]
+    assert tex["load_to_use_latency_cycles"]["value"] == pytest.approx(90, abs=1)
+    assert tex["store_clock_cycles"]["value"] == pytest.approx(7, abs=1)
+    assert ca["window_overhead_cycles"]["value"] == pytest.approx(28, abs=1)
+    assert ca["store_clock_cycles"]["value"] == pytest.approx(19, abs=1)
+    profile["timing"]["window_overhead_by_path_cycles"] = {"tex": -1}
+    path.write_text(yaml.safe_dump(profile))
+    with pytest.raises(ProfileError, match="window_overhead_by_path_cycles"):
+        _ = SimBackend(profile_path=path, seed=8).profile
 
 
 def test_topology_puts_each_paths_chain_beside_the_calibrated_hit_and_says_if_they_agree(

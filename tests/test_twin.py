@@ -241,6 +241,40 @@ def test_agreement_sorts_quantities_into_agree_differ_assumed_and_not_compared()
     assert len(doc["open_questions"]) == 2
 
 
+def test_cycle_counts_within_a_profiles_whole_cycle_rounding_agree():
+    # a GPU's median of 9.5 cycles is 10 in its twin's profile (5 % apart, outside the 3 %
+    # rule); 11 is more than the rounding can explain, and bytes get no such allowance
+    gpu = _topo(
+        {
+            "l1_tlb": {
+                "miss_penalty_cycles": _entry(9.5, "tlbs", "cycles"),
+                "hit_latency_cycles": _entry(9.5, "tlbs", "cycles"),
+            },
+            "l1d": {"fetch_granularity_bytes": _entry(9.5, "caches", "bytes")},
+        }
+    )
+    twin = _topo(
+        {
+            "l1_tlb": {
+                "miss_penalty_cycles": _entry(10, "tlbs", "cycles"),
+                "hit_latency_cycles": _entry(11, "tlbs", "cycles"),
+            },
+            "l1d": {"fetch_granularity_bytes": _entry(10, "caches", "bytes")},
+        },
+        experiments=("tlbs", "caches"),
+    )
+    status = {
+        f"{r['element']}.{r['quantity']}": (r["status"], r["why"])
+        for r in compare_topologies(gpu, twin)["rows"]
+    }
+    assert status["l1_tlb.miss_penalty_cycles"] == (
+        "agree",
+        "within the profile's whole-cycle rounding",
+    )
+    assert status["l1_tlb.hit_latency_cycles"][0] == "differ"
+    assert status["l1d.fetch_granularity_bytes"][0] == "differ"
+
+
 def _run_config(**entry):
     return {"devices": [{"name": "gpu0", "backend": "cuda", "index": 0, "arch": "sm_90", **entry}]}
 
@@ -311,7 +345,20 @@ def test_the_measured_timing_overhead_becomes_the_twins_timing_block(tmp_path):
     # a timing_overhead analysis's quantities as the topology carries them (hand-made: the
     # window adds 13.4 cycles after the load, index arithmetic 5.8, an empty window 14, two
     # clock reads 4; the whole-window overhead 19.2 is their derived sum and has no profile key)
-    where = {"experiment": "timing_overhead", "analysis": "a.json", "confidence": 0.9}
+    # its document's per-path stores and clock reads: 13.4 on ca, 5.6 after a texture fetch
+    analysis = tmp_path / "a.json"
+    analysis.write_text(
+        json.dumps(
+            {
+                "paths": {
+                    "ca": {"store_clock_cycles": {"value": 13.4}},
+                    "tex": {"store_clock_cycles": {"value": 5.6}},
+                    "cg": {"store_clock_cycles": {"value": None, "undetermined": "noise"}},
+                }
+            }
+        )
+    )
+    where = {"experiment": "timing_overhead", "analysis": str(analysis), "confidence": 0.9}
     topo["timing"] = {
         name: {"value": value, "source": f"/timing/{name}", **where}
         for name, value in (
@@ -329,9 +376,10 @@ def test_the_measured_timing_overhead_becomes_the_twins_timing_block(tmp_path):
         "index_arithmetic_cycles": 6,
         "empty_window_cycles": 14,
         "clock_read_cycles": 4,
+        "window_overhead_by_path_cycles": {"ca": 13, "tex": 6},
     }
     assert timing["cite"]["window_overhead_cycles"].startswith(
-        "measured: timing.store_clock_cycles = 13.4 (timing_overhead, a.json#/timing/"
+        f"measured: timing.store_clock_cycles = 13.4 (timing_overhead, {analysis}#/timing/"
     )
     load_profile(write_twin(twin, tmp_path / "t.yaml", topology_path="t.json", command="test"))
     # without a determined window cost the twin has no timing block, and says so

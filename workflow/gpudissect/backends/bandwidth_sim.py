@@ -32,7 +32,10 @@ def _levels(profile, caches, *, write: bool):
         else:
             rate = None
         levels.append(StreamLevel(spec.name, spec.hit_latency_cycles, rate))
-    dram = t.dram_peak_gbps * t.dram_achievable_fraction / sms
+    fraction = t.dram_achievable_fraction
+    if write and t.dram_write_achievable_fraction is not None:
+        fraction = t.dram_write_achievable_fraction
+    dram = t.dram_peak_gbps * fraction / sms
     levels.append(StreamLevel("dram", profile.dram.latency_cycles, dram))
     return levels
 

@@ -45,10 +45,11 @@ def run_amortized_chase(
     addresses = positions[:-1] * work.element_bytes
     latency = gpu.load_sequence(work.path, addresses)[work.warmup_steps :]
     timing = backend.profile.timing
-    per_load = np.maximum(latency - timing.amortized_cycles(element_bytes=work.element_bytes), 0)
+    less = timing.amortized_cycles(element_bytes=work.element_bytes, path=work.path)
+    per_load = np.maximum(latency - less, 0)
     chains = per_load.reshape(work.repetitions, work.loads).sum(axis=1)
     return TimedCycles(
-        cycles=(chains + timing.window_overhead_cycles).astype(np.uint32),
+        cycles=(chains + timing.window_overhead(work.path)).astype(np.uint32),
         final_index=int(positions[-1]),
         sm_clock_mhz=float(backend.profile.clocks.sm_mhz),
     )

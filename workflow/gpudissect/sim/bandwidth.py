@@ -17,7 +17,8 @@ footprint of the L2 all of them. Two mechanisms give the throughput:
   per thread); each waits the unloaded latency of the level that serves it and queues at the
   servers it passes - the SM's L1 pipeline (``l1_peak_bytes_per_cycle_per_sm``), the SM's share
   of the L2 (``l2_read_peak_gbps`` / ``l2_write_peak_gbps`` over the SMs) and of DRAM
-  (``dram_peak_gbps x dram_achievable_fraction``). A level without a peak in the profile is no
+  (``dram_peak_gbps x dram_achievable_fraction``, for stores ``dram_write_achievable_fraction``
+  where the profile gives one). A level without a peak in the profile is no
   server (it never limits). Exact mean-value analysis with several servers.
 
 Nothing here knows the footprint's intended level: a slice that overflows the L1 is served by

@@ -40,6 +40,9 @@ class ThroughputSpec:
     dram_peak_gbps: float  # theoretical DRAM bandwidth (TPDS Table VI)
     shared_peak_bytes_per_cycle_per_sm: float | None = None  # None: the shared block's value
     dram_achievable_fraction: float = 1.0  # of dram_peak_gbps a streaming copy can sustain
+    # of dram_peak_gbps a stream of stores can sustain (the bandwidth experiment's DRAM writes);
+    # None: the reads' fraction
+    dram_write_achievable_fraction: float | None = None
     shared_achievable_fraction: float = 1.0  # of the shared pipeline rate a copy can sustain
     shared_warp_accesses_per_cycle: float = 1.0  # warp-wide shared accesses started per cycle
     max_ctas_per_sm: int = 8  # resident CTA limit of one SM (Fermi 8, Kepler 16, Maxwell 32)
@@ -65,9 +68,13 @@ class ThroughputSpec:
                 f"throughput.shared_peak_bytes_per_cycle_per_sm must be positive, got {peak}; "
                 "leave it out to use shared.peak_bytes_per_cycle_per_sm"
             )
-        for name in ("dram_achievable_fraction", "shared_achievable_fraction"):
+        for name in (
+            "dram_achievable_fraction",
+            "dram_write_achievable_fraction",
+            "shared_achievable_fraction",
+        ):
             value = getattr(self, name)
-            if not 0 < value <= 1:
+            if value is not None and not 0 < value <= 1:
                 raise ProfileError(f"throughput.{name} must be in (0, 1], got {value}")
         if self.shared_warp_accesses_per_cycle <= 0:
             raise ProfileError(

@@ -4,7 +4,9 @@ Both sides are topology documents (the twin's comes from running the pipeline on
 profile); no profile is read. A quantity of the GPU's document is
 - `assumed` when the GPU's run left it undetermined (the twin took a documented default),
 - `not compared` when it comes from the driver or from an experiment the twin's run did not run,
-- `agree` when the twin's run recovers it (numbers within the topology's 3% rule, `reconcile`),
+- `agree` when the twin's run recovers it (numbers within the topology's 3% rule, `reconcile`;
+  cycle counts also within half a cycle: a profile holds whole cycles, so a GPU's median of
+  9.5 cycles is 10 in its twin's profile and cannot be read back closer),
 - `differ` otherwise, with why: the profile carries the value (`twin.MODELLED`), so the analysis
   read the twin differently from the value it was built with; or the twin does not model it (the
   simulator has no mechanism for it, or the run did not measure what produces it, such as the TLBs
@@ -19,6 +21,9 @@ from ..topology.reconcile import agrees
 from .build import MODELLED
 
 STATUSES = ("agree", "differ", "assumed", "not compared")
+# a profile's latencies are whole cycles (twin.reading.round_int): the most a twin's reading can
+# differ from a GPU's by that rounding alone
+CYCLE_ROUNDING = 0.5
 NO_MECHANISM = (
     "the twin does not model it: the simulator has no mechanism for it, or what produces it "
     "was not measured"
@@ -72,7 +77,7 @@ def compare_topologies(real: dict[str, Any], twin: dict[str, Any]) -> dict[str, 
                 "gpu_experiment": entry.get("experiment"),
                 "twin_experiment": mine.get("experiment"),
             }
-            row.update(_status(element, quantity, entry, mine, ran))
+            row.update(_status(element, quantity, entry, mine, ran, cycles=row["unit"] == "cycles"))
             rows.append(row)
     rows += _by_carveout_rows(real, twin, ran)
     counts = {s: sum(r["status"] == s for r in rows) for s in STATUSES}
@@ -87,7 +92,8 @@ def compare_topologies(real: dict[str, Any], twin: dict[str, Any]) -> dict[str, 
             "gpu": twin.get("gpu"),
             "backend": twin.get("backend"),
         },
-        "rule": "numbers agree within 3% (the topology's reconciliation rule), others when equal",
+        "rule": "numbers agree within 3% (the topology's reconciliation rule) or, in cycles, "
+        "within the half cycle of a profile's whole-cycle rounding; others when equal",
         "counts": counts,
         "rows": rows,
         "open_questions": [
@@ -136,7 +142,12 @@ def _by_carveout_rows(real: dict[str, Any], twin: dict[str, Any], ran: set[str])
     return rows
 
 
-def _status(element, quantity, entry, mine, ran) -> dict[str, str]:
+def _within_rounding(a: Any, b: Any) -> bool:
+    numeric = all(isinstance(v, int | float) and not isinstance(v, bool) for v in (a, b))
+    return numeric and abs(a - b) <= CYCLE_ROUNDING
+
+
+def _status(element, quantity, entry, mine, ran, *, cycles=False) -> dict[str, str]:
     """status, why (short, for the table) and detail (the analysis's reason, where one is)."""
     if entry.get("value") is None:
         return {
@@ -151,6 +162,8 @@ def _status(element, quantity, entry, mine, ran) -> dict[str, str]:
         return {"status": "not compared", "why": f"{experiment} did not run on the twin"}
     if mine.get("value") is not None and agrees(entry["value"], mine["value"]):
         return {"status": "agree", "why": ""}
+    if cycles and _within_rounding(entry["value"], mine["value"]):
+        return {"status": "agree", "why": "within the profile's whole-cycle rounding"}
     why = READ_DIFFERENTLY if (element, quantity) in MODELLED else NO_MECHANISM
     out = {"status": "differ", "why": why}
     if mine.get("value") is None:

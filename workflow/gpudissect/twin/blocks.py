@@ -171,7 +171,30 @@ def timing_block(b: TopologyReader) -> dict[str, Any] | None:
             f"measured: timing.{quantity} = {entry['value']} ({entry.get('experiment')}, "
             f"{entry.get('analysis')}#{entry.get('source')}, confidence {entry.get('confidence')})"
         )
-    return out if "window_overhead_cycles" in out else None
+    if "window_overhead_cycles" not in out:
+        return None
+    by_path = _window_overhead_by_path(b, measured.get("store_clock_cycles"))
+    if by_path:
+        key = "window_overhead_by_path_cycles"
+        out[key], out["cite"][key] = by_path
+    return out
+
+
+def _window_overhead_by_path(b: TopologyReader, entry: dict) -> tuple[dict, str] | None:
+    """Each load path's own window overhead (its store_clock_cycles in the timing_overhead
+    document), where one was measured; None where the document has no paths."""
+    doc = b.read_analysis(entry.get("analysis")) or {}
+    paths = {
+        path: max(round_int(q["store_clock_cycles"]["value"]), 0)
+        for path, q in sorted((doc.get("paths") or {}).items())
+        if ((q or {}).get("store_clock_cycles") or {}).get("value") is not None
+    }
+    if not paths:
+        return None
+    return paths, (
+        f"measured: timing.store_clock_cycles per load path ({entry.get('experiment')}, "
+        f"{entry.get('analysis')}#/paths/*/store_clock_cycles)"
+    )
 
 
 def _partition_sms(b: TopologyReader, sms: int) -> tuple[list[int], str] | None:

@@ -4,8 +4,9 @@ the `bandwidth` experiment measured, so that the twin's run of it reads them bac
 DRAM: the theoretical bandwidth from the driver (memory clock x bus width x DDR factor 2, as
 the GPU run recorded it) and the share of it the measured DRAM read reached; the L2: its
 measured read and write bandwidths; the L1: its measured read bandwidth per SM and cycle. DRAM
-writes share the reads' rate (the simulator has one DRAM server): a write that differs is not
-modelled. Without a measured DRAM read, or a driver memory clock and bus width, no block."""
+writes: the share of the peak the measured DRAM write reached, where it was measured (the
+simulator's DRAM serves a stream of stores at that rate, reads at theirs). Without a measured
+DRAM read, or a driver memory clock and bus width, no block."""
 
 from __future__ import annotations
 
@@ -31,6 +32,12 @@ def throughput_block(b: TopologyReader, *, sms: int, sm_mhz: float) -> dict[str,
     cite["dram_achievable_fraction"] = (
         f"derived: {b.cite('dram', 'read_bandwidth_gbps')} / dram_peak_gbps"
     )
+    write = b.value("dram", "write_bandwidth_gbps")
+    if write:
+        out["dram_write_achievable_fraction"] = round(min(write / peak, 1.0), 4)
+        cite["dram_write_achievable_fraction"] = (
+            f"derived: {b.cite('dram', 'write_bandwidth_gbps')} / dram_peak_gbps"
+        )
     for key, direction in (("l2_read_peak_gbps", "read"), ("l2_write_peak_gbps", "write")):
         value = b.value("l2", f"{direction}_bandwidth_gbps")
         if value:
