@@ -9,6 +9,13 @@ profile:` line, `gpudissect.contract.profile`): launches, waits for the GPU, cop
 and mappings, and the host work of the handlers and of the experiment. `--keep DIR` copies the
 run's `results/` and `logs/` to DIR; `--json FILE` writes the figures as JSON.
 
+A run that fails keeps what it has: `--keep` still gets the run's `logs/` (each job's own log),
+whatever `results/` it wrote, Snakemake's log (`snakemake_log/`) and its console output
+(`snakemake_console.log`, which the benchmark does not print), `--json` still gets the
+figures of the sweeps that finished with `failed: true`, Snakemake's exit status and the failed
+jobs (rule, wildcards, output, log), the failed jobs' logs are printed, and the benchmark exits
+with Snakemake's status.
+
 `--source DIR` runs the workflow of another source tree (the same folders from DIR), so that
 code before and after a change are timed on the same unit in one session, e.g.
 `git archive BASE | tar -x -C DIR` here, then on the GPU host
@@ -43,6 +50,7 @@ from gpudissect.sweep import TIMING_TAG
 from gpudissect.traces import read_trace
 
 REPO = Path(__file__).resolve().parents[1]
+CONSOLE = "snakemake_console.log"  # Snakemake's console output, in the run folder
 
 
 def _sweep_seconds(log: Path) -> float:
@@ -61,6 +69,52 @@ def _sweep_profile(log: Path) -> dict | None:
         if PROFILE_TAG in line:
             return json.loads(line.split(PROFILE_TAG, 1)[1])
     return None
+
+
+FIELDS = ("jobid", "wildcards", "input", "output", "log")  # a failed job's, from Snakemake's log
+
+
+def failed_jobs(work: Path) -> list[dict]:
+    """The jobs Snakemake's log (`.snakemake/log/` of the run folder) says failed, in its order:
+    each a dict of its `Error in rule NAME:` block's fields (rule, jobid, input, output, log,
+    without Snakemake's `(check log file(s)...)` hint) and the wildcards of its job block (the
+    `rule NAME:` block of the same jobid, where the error block has none)."""
+    started: list[dict] = []
+    jobs: list[dict] = []
+    for log in sorted((work / ".snakemake" / "log").glob("*.snakemake.log")):
+        block = None
+        for line in log.read_text(errors="replace").splitlines():
+            head = line.removeprefix("local")
+            if line.startswith("Error in rule ") and line.endswith(":"):
+                block = {"rule": line[len("Error in rule ") : -1]}
+                jobs.append(block)
+            elif head.startswith("rule ") and line.endswith(":"):
+                block = {"rule": head[len("rule ") : -1]}
+                started.append(block)
+            elif block is not None and line.startswith("    ") and line[4] != " ":
+                key, _, value = line.strip().partition(": ")
+                if key in FIELDS:
+                    block[key] = value.split(" (check log file(s)", 1)[0]
+            elif block is not None and not line.startswith("        "):
+                block = None
+    by_jobid = {b["jobid"]: b for b in started if "jobid" in b}
+    for job in jobs:
+        wildcards = by_jobid.get(job.get("jobid"), {}).get("wildcards")
+        if wildcards is not None:
+            job.setdefault("wildcards", wildcards)
+    return jobs
+
+
+def keep_outputs(work: Path, keep: Path) -> None:
+    """Copy the run's `results/` and `logs/` (those it has) and Snakemake's own log to `keep`."""
+    for sub in ("results", "logs"):
+        if (work / sub).is_dir():
+            shutil.copytree(work / sub, keep / sub, dirs_exist_ok=True)
+    if (work / ".snakemake" / "log").is_dir():
+        shutil.copytree(work / ".snakemake" / "log", keep / "snakemake_log", dirs_exist_ok=True)
+    if (work / CONSOLE).is_file():
+        keep.mkdir(parents=True, exist_ok=True)
+        shutil.copy(work / CONSOLE, keep / CONSOLE)
 
 
 # the profile's columns: (header, how a profile gives it)
@@ -146,13 +200,19 @@ def main() -> None:
             [str(work / "workflow"), *filter(None, [os.environ.get("PYTHONPATH")])]
         )
         start = time.perf_counter()
-        subprocess.run(
-            [sys.executable, "-m", "snakemake", *args.target, "--cores", str(args.cores), "--quiet"]
-            + ["--configfile", *args.configfile],
-            cwd=work,
-            check=True,
-            env=env,
-        )
+        # quiet about progress only: a job's error block (rule, wildcards, output, log) is what
+        # names a failed job, and Snakemake's `--quiet` leaves it out of its log too. Its console
+        # (every job's block) goes to a file of the run, kept with its logs.
+        with open(work / CONSOLE, "w") as console:
+            returncode = subprocess.run(
+                [sys.executable, "-m", "snakemake", *args.target, "--cores", str(args.cores)]
+                + ["--quiet", "progress", "--configfile", *args.configfile],
+                cwd=work,
+                check=False,
+                env=env,
+                stdout=console,
+                stderr=subprocess.STDOUT,
+            ).returncode
         elapsed = time.perf_counter() - start
         sweeps, profiles, gpu = [], {}, None
         for trace in sorted((work / "results" / "traces").glob("*/*.parquet")):
@@ -167,6 +227,9 @@ def main() -> None:
         what = f"{' '.join(args.configfile)} {' '.join(args.target)}, --cores {args.cores}"
         if source != REPO:
             what += f", source {args.source}"
+        failed = failed_jobs(work) if returncode else []
+        if returncode:
+            what += f": FAILED (snakemake exit status {returncode})"
         print(f"{what}: {elapsed:.1f} s wall on {gpu}")
         print(f"sweeps: {sum(s for s, _ in sweeps):.1f} s in all")
         for seconds, name in sorted(sweeps, reverse=True):
@@ -184,11 +247,23 @@ def main() -> None:
                 "sweeps": {n: s for s, n in sweeps},
                 "profiles": profiles,
             }
+            if returncode:
+                figures |= {"failed": True, "returncode": returncode, "failed_jobs": failed}
             args.json.write_text(json.dumps(figures, indent=1) + "\n")
         if args.keep:
-            for sub in ("results", "logs"):
-                shutil.copytree(work / sub, args.keep / sub, dirs_exist_ok=True)
+            keep_outputs(work, args.keep)
             print(f"outputs copied to {args.keep}")
+        if returncode:
+            for job in failed:
+                print(f"\nfailed: rule {job['rule']} {job.get('wildcards', '')}", file=sys.stderr)
+                for name in filter(None, job.get("log", "").split(", ")):
+                    if (work / name).is_file():
+                        print(f"--- {name} ---", file=sys.stderr)
+                        print((work / name).read_text(errors="replace")[-8000:], file=sys.stderr)
+            if not failed:
+                print("failed before or outside a job; Snakemake said:", file=sys.stderr)
+                print((work / CONSOLE).read_text(errors="replace")[-8000:], file=sys.stderr)
+            sys.exit(returncode)
 
 
 if __name__ == "__main__":
