@@ -651,3 +651,45 @@ def test_cuda_host_side_of_one_block_reads_every_timed_run_back_in_one_copy():
     want = np.array([[1000 * i + t for t in range(96)] for i in (2, 3, 4)], np.uint32)
     assert np.array_equal(r.elapsed_cycles, want)
     assert copies == [3 * 96 * 4]  # one copy of all three rows
+
+
+def _short_trace(counts):
+    """The MSHR curve's UNQ N=1 sweep over `counts` thread counts and N=2 over all of THREADS."""
+    full = synthetic_trace(mshr_curve(), sweeps=[("unq", 1), ("unq", 2)])
+    keep = (full["loads_per_thread"] == 2) | full["threads"].isin(THREADS[:counts])
+    return full[keep].reset_index(drop=True)
+
+
+def test_a_sweep_of_three_thread_counts_is_reported_not_read_instead_of_crashing():
+    # N=1 at 2, 4, 6 threads: three points, one variance value; the analysis once raised "a
+    # sweep needs >= 4 thread counts" and the whole document was lost
+    doc = analyse(_short_trace(3), provenance={"device": "x"})
+    by = {s["loads_per_thread"]: s for s in doc["sweeps"]}
+    assert by[1]["too_few_thread_counts"] == 3 and by[1]["saturation_threads"] is None
+    assert "needs at least 4" in by[1]["undetermined"]
+    # N=2 is read as before: 128 entries hold 64 threads of two loads, so the rise is after 64
+    assert by[2]["saturation_threads"] == 64 and by[2]["saturation_next_threads"] == 66
+    # the same document the figures and the report read, without a KeyError
+    from gpudissect.plotting.requests import plot_requests
+    from gpudissect.report.sections_requests import requests_section
+
+    data = _short_trace(3)
+    plot_requests(data, doc, table=figure_table(data, doc))
+    assert "not read: 3 thread counts in one block" in "\n".join(requests_section(doc, []))
+
+
+def test_only_too_short_sweeps_leave_every_quantity_undetermined_with_the_reason():
+    data = synthetic_trace(mshr_curve(), sweeps=[("unq", 1), ("unq", 2)])
+    data = data[data["threads"] <= 6].reset_index(drop=True)
+    doc = analyse(data, provenance={"device": "x"})
+    element = doc["elements"]["requests"]
+    for name in ("kind", "entries", "merge_capacity", "max_outstanding", "sustained_in_flight"):
+        assert element[name]["value"] is None, name
+        assert "fewer than 4 thread counts" in element[name]["undetermined"], name
+        assert "unq N=1 (3), unq N=2 (3)" in element[name]["undetermined"], name
+    assert {s["too_few_thread_counts"] for s in doc["sweeps"]} == {3}
+    # four counts are enough to be read (no saturation in 2..8 threads: a lower bound)
+    four = synthetic_trace(mshr_curve(), sweeps=[("unq", 1)])
+    four = four[four["threads"] <= 8].reset_index(drop=True)
+    (sweep,) = analyse(four, provenance={"device": "x"})["sweeps"]
+    assert "too_few_thread_counts" not in sweep and sweep["no_saturation_up_to_threads"] == 8

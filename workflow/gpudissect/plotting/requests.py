@@ -54,7 +54,9 @@ def plot_thread_latency(table: pd.DataFrame, sweeps: list[dict], *, pattern: str
         )
         sat = None if info is None else info.get("saturation_threads")
         repeats = ((info or {}).get("repeats") or {}).get("text")
-        if info is not None and info.get("undetermined"):
+        if info is not None and info.get("too_few_thread_counts") is not None:
+            text = "too few thread counts to read"
+        elif info is not None and info.get("undetermined"):
             # no reading held by a majority of the repeats (analysis.requests.request_repeats)
             text = "the repeats' readings differ"
         elif sat is not None:

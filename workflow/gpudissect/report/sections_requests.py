@@ -122,7 +122,9 @@ def requests_section(doc: dict[str, Any], figures: list[str]) -> list[str]:
         if s.get("merge_overflow_threads"):
             sat_cell += f"; merge overflow after {s['merge_overflow_threads']}"
         rep = s.get("repeats") or {}
-        if s.get("undetermined"):
+        if s.get("too_few_thread_counts") is not None:
+            sat_cell = f"not read: {s['undetermined']}"
+        elif s.get("undetermined"):
             sat_cell = f"does not repeat: {', '.join(rep.get('readings', []))}"
         lines.append(
             f"| {s['pattern']} | {s['loads_per_thread']} | {sat_cell} | "

@@ -12,6 +12,8 @@ import numpy as np
 
 from ...exceptions import AnalysisError
 
+MIN_COUNTS = 4  # thread counts a sweep needs for its variance curve to tell a spike from noise
+
 
 def variance3(latency: np.ndarray) -> np.ndarray:
     """The paper's 3-point unbiased variance; NaN at both ends."""
@@ -45,8 +47,8 @@ class SpikeDetector:
     def fit(self, threads, latency, *, merge_threads: int = 1) -> SpikeDetector:
         x = np.asarray(threads, dtype=np.int64)
         y = np.asarray(latency, dtype=np.float64)
-        if x.size != y.size or x.size < 4:
-            raise AnalysisError(f"a sweep needs >= 4 thread counts, got {x.size}")
+        if x.size != y.size or x.size < MIN_COUNTS:
+            raise AnalysisError(f"a sweep needs >= {MIN_COUNTS} thread counts, got {x.size}")
         d = np.diff(y)
         self.baseline_cycles = float(y[0])
         self.noise_cycles = max(1.4826 * float(np.median(np.abs(d - np.median(d)))), 1.0)

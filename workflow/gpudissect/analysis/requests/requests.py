@@ -53,7 +53,7 @@ from ...exceptions import AnalysisError
 from ..common.result import quantity, undetermined
 from .request_inflight import sustained_in_flight
 from .request_repeats import LIMIT, Agreement, agree, limit_reading, sweep_reading
-from .request_spikes import Spike, SpikeDetector, variance3
+from .request_spikes import MIN_COUNTS, Spike, SpikeDetector, variance3
 from .request_table import SweepResult, classify
 
 KEYS = ["pattern", "merge_threads", "loads_per_thread"]
@@ -158,14 +158,29 @@ def figure_table(data: pd.DataFrame, doc: dict[str, Any]) -> pd.DataFrame:
     return table.assign(variance_cycles2=variance)[cols]
 
 
+def short_sweeps(table: pd.DataFrame) -> dict[tuple, int]:
+    """The sweeps of `table` too short to fit: fewer than `MIN_COUNTS` thread counts in their
+    first launch geometry (one block), each with that count. `fit_sweeps` leaves them out."""
+    out = {}
+    for key, df in table.groupby(KEYS, sort=False):
+        first = len(_segments(df)[0])
+        if first < MIN_COUNTS:
+            out[(str(key[0]), int(key[1]), int(key[2]))] = first
+    return out
+
+
 def fit_sweeps(table: pd.DataFrame, **detector: Any) -> list[SweepResult]:
+    """Each sweep's spikes and saturation, but those too short to fit (`short_sweeps`)."""
     out = []
+    short = short_sweeps(table)
     for (pattern, k, n), df in table.groupby(KEYS, sort=False):
+        if (str(pattern), int(k), int(n)) in short:
+            continue
         # each launch geometry on its own, the first that saturates read; the baseline and
         # noise are the first one's
         fits = []
         for part in _segments(df):
-            if len(part) < 4 and fits:
+            if len(part) < MIN_COUNTS and fits:
                 break
             fits.append(
                 SpikeDetector(**detector).fit(
@@ -242,6 +257,17 @@ def analyse(
             "footprint": {},
         }
     agreement = _agreement(data)
+    short = short_sweeps(thread_latency_table(data))
+    if not agreement.sweeps:
+        why = _too_short(short) or "no repeat measured any sweep in full"
+        keys = ("kind", "entries", "merge_capacity", "max_outstanding", "sustained_in_flight")
+        element = {k: undetermined(why) for k in keys} | {"per_warp_limit": agreement.limit}
+        return base | {
+            "elements": {"requests": element},
+            "sweeps": _short_dicts(short),
+            "repeats": _repeats_block(agreement, data),
+            "footprint": {"max_footprint_bytes": int(data["footprint_bytes"].max())},
+        }
     limit_q, limit = agreement.limit, agreement.limit_value
     element = classify(agreement.repeating, limit=limit)
     _note_repeats(element, agreement)
@@ -258,10 +284,46 @@ def analyse(
         }
     return base | {
         "elements": {"requests": element},
-        "sweeps": _sweep_dicts(agreement),
+        "sweeps": _sweep_dicts(agreement) + _short_dicts(short),
         "repeats": _repeats_block(agreement, data),
         "footprint": footprint,
     }
+
+
+def _too_short(short: dict[tuple, int]) -> str:
+    """Why the `short_sweeps` are not read ('' when there are none)."""
+    if not short:
+        return ""
+    named = ", ".join(f"{p} N={n} ({c})" for (p, _, n), c in short.items())
+    return (
+        f"{len(short)} sweeps have fewer than {MIN_COUNTS} thread counts in one block, too few "
+        f"for the variance curve to tell a spike from noise: {named}; sweep more thread counts "
+        "(experiments.requests.threads)"
+    )
+
+
+def _short_dicts(short: dict[tuple, int]) -> list[dict[str, Any]]:
+    """The `short_sweeps` as entries of the document's sweeps, undetermined with the reason."""
+    return [
+        {
+            "pattern": pattern,
+            "merge_threads": k,
+            "loads_per_thread": n,
+            "saturation_threads": None,
+            "saturation_next_threads": None,
+            "saturation_jump_cycles": None,
+            "first_serialisation_threads": None,
+            "merge_overflow_threads": [],
+            "spikes": [],
+            "no_saturation_up_to_threads": None,
+            "too_few_thread_counts": counts,
+            "undetermined": (
+                f"{counts} thread counts in one block; the spike analysis needs at least "
+                f"{MIN_COUNTS}"
+            ),
+        }
+        for (pattern, k, n), counts in short.items()
+    ]
 
 
 def _in_flight(data: pd.DataFrame, outstanding: dict[str, Any]) -> dict[str, Any]:
