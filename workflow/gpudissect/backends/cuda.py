@@ -159,6 +159,7 @@ class CudaBackend(Backend):
         self._buffer = None
         self._buffer_bytes = 0
         self._last_bytes = 0
+        self._kept: dict[str, tuple[Any, int]] = {}  # kept_buffer's: name -> (allocation, bytes)
         self._closers: list = []
         self._start_clocks = self.nvml.clocks()
 
@@ -332,6 +333,20 @@ class CudaBackend(Backend):
         if fn not in self._closers:
             self._closers.append(fn)
 
+    def kept_buffer(self, name: str, nbytes: int):
+        """Device memory of at least `nbytes` under `name`, kept across launches and grown on
+        demand (a launch's record buffers, a sparse chase's positions and values): allocated
+        once a sweep, not once a launch. Freed when the backend closes. Its contents are what
+        the last launch left (as a new allocation's are undefined): each user writes what it
+        reads."""
+        held = self._kept.get(name)
+        if held is None or held[1] < nbytes:
+            if held is not None:
+                held[0].free()
+            size = max(int(nbytes), 4)
+            self._kept[name] = (self.drv.mem_alloc(size), size)
+        return self._kept[name][0]
+
     def release_buffer(self) -> None:
         """Free the chase array: its pages are unmapped, so no TLB holds them any more."""
         if self._buffer is not None:
@@ -361,18 +376,23 @@ class CudaBackend(Backend):
             return buf
         wide = work.element_bytes == 8
         scatter = self.function("pchase", "scatter_u64" if wide else "scatter_u32", "PPPI")
-        pos = drv.to_device(np.ascontiguousarray(work.sparse_positions, dtype=np.uint64))
-        val = drv.to_device(
-            np.ascontiguousarray(work.sparse_next, dtype=np.uint64 if wide else np.uint32)
-        )
+        pos, val = self.scatter_inputs(work)
         n = len(work.sparse_next)
-        try:
-            scatter.prepared_call(((n + 255) // 256, 1), (256, 1, 1), buf, pos, val, np.uint32(n))
-            self.context.synchronize()
-        finally:
-            pos.free()
-            val.free()
+        scatter.prepared_call(((n + 255) // 256, 1), (256, 1, 1), buf, pos, val, np.uint32(n))
+        self.context.synchronize()
         return buf
+
+    def scatter_inputs(self, work: ChaseWork) -> tuple[Any, Any]:
+        """A sparse chase's positions (uint64) and next values (the element size), copied to
+        kept device buffers for the scatter kernel."""
+        wide = work.element_bytes == 8
+        positions = np.ascontiguousarray(work.sparse_positions, dtype=np.uint64)
+        values = np.ascontiguousarray(work.sparse_next, dtype=np.uint64 if wide else np.uint32)
+        pos = self.kept_buffer("scatter_positions", positions.nbytes)
+        val = self.kept_buffer("scatter_values", values.nbytes)
+        self.drv.memcpy_htod(pos, positions)
+        self.drv.memcpy_htod(val, values)
+        return pos, val
 
     def chase_function(self, work: ChaseWork):
         """The prepared P-chase kernel of `work`'s path (ca, cg, nc) and element size."""
@@ -422,18 +442,15 @@ class CudaBackend(Backend):
         drv = self.drv
         latency = np.zeros(work.record_steps, dtype=np.uint32)
         indices = np.zeros(work.record_steps, dtype=np.uint32)
-        d_lat = drv.mem_alloc(max(latency.nbytes, 4))
-        d_idx = drv.mem_alloc(max(indices.nbytes, 4))
-        try:
-            fn.prepared_call(
-                (1, 1), (1, 1, 1), *args, d_lat, d_idx, shared_size=work.shared_buffer_bytes
-            )
-            self.context.synchronize()
-            drv.memcpy_dtoh(latency, d_lat)
-            drv.memcpy_dtoh(indices, d_idx)
-        finally:
-            d_lat.free()
-            d_idx.free()
+        # the kernel writes every one of its record_steps records (kernels/pchase.cu)
+        d_lat = self.kept_buffer("record_latency", latency.nbytes)
+        d_idx = self.kept_buffer("record_indices", indices.nbytes)
+        fn.prepared_call(
+            (1, 1), (1, 1, 1), *args, d_lat, d_idx, shared_size=work.shared_buffer_bytes
+        )
+        self.context.synchronize()
+        drv.memcpy_dtoh(latency, d_lat)
+        drv.memcpy_dtoh(indices, d_idx)
         return latency, indices
 
     def launch_chase(
@@ -498,6 +515,9 @@ class CudaBackend(Backend):
                 fn(self)
             if self._buffer is not None:
                 self._buffer.free()
+            for allocation, _ in self._kept.values():
+                allocation.free()
+            self._kept.clear()
             self._modules.clear()
             self._functions.clear()
         finally:

@@ -73,28 +73,27 @@ def _walk(backend, fn, region, work, *, sm, warmup, record, shared) -> tuple[np.
     result = np.zeros(2, dtype=np.uint32)
     sms = backend.device.get_attribute(drv.device_attribute.MULTIPROCESSOR_COUNT)
     blocks = work.grid_blocks or 2 * sms
-    d_claim, d_lat, d_res = drv.mem_alloc(4), drv.mem_alloc(latency.nbytes), drv.mem_alloc(8)
-    try:
-        backend._set_shared(fn, dynamic_bytes=shared, carveout_pct=100)
-        for _ in range(GRID_TRIES):
-            drv.memset_d32(d_claim, 0, 1)
-            drv.memset_d32(d_res, 0xFFFFFFFF, 2)
-            start = np.uint32(work.final_index())
-            fn.prepared_call(
-                (blocks, 1), (1, 1, 1), region, start, np.uint32(warmup), np.uint32(record),
-                np.uint32(sm), d_claim, d_lat, d_res, shared_size=shared,
-            )  # fmt: skip
-            backend.context.synchronize()
-            drv.memcpy_dtoh(result, d_res)
-            if result[0] != 0xFFFFFFFF:
-                break
-            blocks *= 4
-        else:
-            return latency[:record], -1
-        drv.memcpy_dtoh(latency, d_lat)
-    finally:
-        for d in (d_claim, d_lat, d_res):
-            d.free()
+    # kept across walks (two walks a work, thousands of works a sweep), each set before use or
+    # read only where this walk wrote it (its first `record` latencies)
+    d_claim, d_res = backend.kept_buffer("l2s_claim", 4), backend.kept_buffer("l2s_result", 8)
+    d_lat = backend.kept_buffer("l2s_latency", latency.nbytes)
+    backend._set_shared(fn, dynamic_bytes=shared, carveout_pct=100)
+    for _ in range(GRID_TRIES):
+        drv.memset_d32(d_claim, 0, 1)
+        drv.memset_d32(d_res, 0xFFFFFFFF, 2)
+        start = np.uint32(work.final_index())
+        fn.prepared_call(
+            (blocks, 1), (1, 1, 1), region, start, np.uint32(warmup), np.uint32(record),
+            np.uint32(sm), d_claim, d_lat, d_res, shared_size=shared,
+        )  # fmt: skip
+        backend.context.synchronize()
+        drv.memcpy_dtoh(result, d_res)
+        if result[0] != 0xFFFFFFFF:
+            break
+        blocks *= 4
+    else:
+        return latency[:record], -1
+    drv.memcpy_dtoh(latency, d_lat)
     if int(result[1]) != work.final_index():
         raise DeviceUnavailable(
             f"the walk on SM {sm} ended on element {int(result[1])}, not "
@@ -105,20 +104,16 @@ def _walk(backend, fn, region, work, *, sm, warmup, record, shared) -> tuple[np.
 
 @handles("cuda", L2SliceWork)
 def run_l2_slices(backend: CudaBackend, work: L2SliceWork, **_: object) -> L2SliceResult:
-    drv = backend.drv
     region, flush = _layout(backend, work)
     fn = backend.function(KERNEL, "l2_slice_chase", "PIIIIPPP")
     flush_fn = backend.function(KERNEL, "l2_slice_flush", "PQP")
     record = work.passes * work.lines
     shared = _block_shared_bytes(backend, 4 * (record + 1))
-    sink = drv.mem_alloc(8)
-    try:
-        flush_fn.prepared_call(
-            (FLUSH_BLOCKS, 1), (FLUSH_THREADS, 1, 1), flush, np.uint64(work.flush_bytes // 8), sink
-        )
-        backend.context.synchronize()
-    finally:
-        sink.free()
+    sink = backend.kept_buffer("l2s_sink", 8)
+    flush_fn.prepared_call(
+        (FLUSH_BLOCKS, 1), (FLUSH_THREADS, 1, 1), flush, np.uint64(work.flush_bytes // 8), sink
+    )
+    backend.context.synchronize()
     _, helper = _walk(
         backend, fn, region, work, sm=work.helper_sm, warmup=work.lines, record=0, shared=shared
     )

@@ -152,19 +152,14 @@ def _release_on_close(backend: CudaBackend) -> None:
 def write_chain(backend: CudaBackend, address: int, work: MappedChaseWork) -> None:
     """The chase's sparse values written at their positions of the range (the pchase module's
     scatter kernel, one thread per value)."""
-    drv, w = backend.drv, work.chase
+    w = work.chase
     scatter = backend.function("pchase", "scatter_u64", "PPPI")
-    pos = drv.to_device(np.ascontiguousarray(w.sparse_positions, dtype=np.uint64))
-    val = drv.to_device(np.ascontiguousarray(w.sparse_next, dtype=np.uint64))
+    pos, val = backend.scatter_inputs(w)  # kept device buffers, not two allocations a walk
     n = len(w.sparse_next)
-    try:
-        scatter.prepared_call(
-            ((n + 255) // 256, 1), (256, 1, 1), np.uintp(address), pos, val, np.uint32(n)
-        )
-        backend.context.synchronize()
-    finally:
-        pos.free()
-        val.free()
+    scatter.prepared_call(
+        ((n + 255) // 256, 1), (256, 1, 1), np.uintp(address), pos, val, np.uint32(n)
+    )
+    backend.context.synchronize()
 
 
 @handles("cuda", MappedChaseWork)
