@@ -16,6 +16,9 @@ figures of the sweeps that finished with `failed: true`, Snakemake's exit status
 jobs (rule, wildcards, output, log), the failed jobs' logs are printed, and the benchmark exits
 with Snakemake's status.
 
+`--pstats` profiles each sweep's run with cProfile into `--keep DIR/pstats/` (read with `python -m
+pstats DIR/pstats/gpu0_tlb_mappings.pstats`; the profiler slows the run, so time without it).
+
 `--source DIR` runs the workflow of another source tree (the same folders from DIR), so that
 code before and after a change are timed on the same unit in one session, e.g.
 `git archive BASE | tar -x -C DIR` here, then on the GPU host
@@ -46,7 +49,7 @@ from pathlib import Path
 
 from gpudissect.contract.profile import PROFILE_TAG
 from gpudissect.provenance import git_commit
-from gpudissect.sweep import TIMING_TAG
+from gpudissect.sweep import PSTATS_ENV, TIMING_TAG
 from gpudissect.traces import read_trace
 
 REPO = Path(__file__).resolve().parents[1]
@@ -107,7 +110,7 @@ def failed_jobs(work: Path) -> list[dict]:
 
 def keep_outputs(work: Path, keep: Path) -> None:
     """Copy the run's `results/` and `logs/` (those it has) and Snakemake's own log to `keep`."""
-    for sub in ("results", "logs"):
+    for sub in ("results", "logs", "pstats"):
         if (work / sub).is_dir():
             shutil.copytree(work / sub, keep / sub, dirs_exist_ok=True)
     if (work / ".snakemake" / "log").is_dir():
@@ -169,6 +172,12 @@ def main() -> None:
     ap.add_argument("--keep", type=Path, help="copy results/ and logs/ here afterwards")
     ap.add_argument("--json", type=Path, help="write the wall time, sweeps and profiles here")
     ap.add_argument(
+        "--pstats",
+        action="store_true",
+        help="profile each sweep's run with cProfile (kept in --keep DIR/pstats/, one "
+        "<device>_<experiment>.pstats a sweep; the profiler slows the run: not for timing)",
+    )
+    ap.add_argument(
         "--source",
         type=Path,
         default=REPO,
@@ -179,6 +188,8 @@ def main() -> None:
     source = args.source.resolve()
     if not (source / "Snakefile").is_file() or not (source / "workflow").is_dir():
         ap.error(f"--source {args.source}: no Snakefile and workflow/ there (a source tree)")
+    if args.pstats and not args.keep:
+        ap.error("--pstats: the profiles go to --keep DIR/pstats/; give --keep")
     env = dict(os.environ)
     env.setdefault("GPUDISSECT_GIT_COMMIT", git_commit(source))
     with tempfile.TemporaryDirectory() as tmp:
@@ -199,6 +210,8 @@ def main() -> None:
         env["PYTHONPATH"] = os.pathsep.join(
             [str(work / "workflow"), *filter(None, [os.environ.get("PYTHONPATH")])]
         )
+        if args.pstats:
+            env[PSTATS_ENV] = str(work / "pstats")
         start = time.perf_counter()
         # quiet about progress only: a job's error block (rule, wildcards, output, log) is what
         # names a failed job, and Snakemake's `--quiet` leaves it out of its log too. Its console

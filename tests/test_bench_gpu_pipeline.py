@@ -107,3 +107,20 @@ def test_failed_jobs_reads_each_error_block(tmp_path):
         {"rule": "run_sweep", "jobid": "3", "log": "logs/run_sweep/gpu0/tlbs.log"},
     ]
     assert bench.failed_jobs(tmp_path / "none") == []
+
+
+def test_a_sweeps_run_is_profiled_into_the_pstats_folder_when_asked(tmp_path, monkeypatch):
+    import pstats
+
+    from gpudissect import sweep
+
+    def experiment_run(n, *, scale):
+        return sum(i * scale for i in range(n))
+
+    monkeypatch.delenv(sweep.PSTATS_ENV, raising=False)
+    assert sweep._profiled("gpu0_x", experiment_run, 10, scale=2) == 90
+    assert not list(tmp_path.iterdir())
+    monkeypatch.setenv(sweep.PSTATS_ENV, str(tmp_path / "pstats"))
+    assert sweep._profiled("gpu0_x", experiment_run, 10, scale=2) == 90
+    stats = pstats.Stats(str(tmp_path / "pstats" / "gpu0_x.pstats"))
+    assert any(name == "experiment_run" for _, _, name in stats.stats)

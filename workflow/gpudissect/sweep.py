@@ -21,6 +21,10 @@ from .traces import write_trace
 
 log = logging.getLogger(__name__)
 TIMING_TAG = "sweep timing:"
+# a folder: each sweep's run (the experiment and its backend calls) is profiled with cProfile
+# into <folder>/<device>_<experiment>.pstats (benchmarks/bench_gpu_pipeline.py --pstats); the
+# profiler slows the run, so its times are for finding the costly functions, not for timing
+PSTATS_ENV = "GPUDISSECT_SWEEP_PSTATS"
 
 
 def _progress(name: str):
@@ -33,6 +37,21 @@ def _progress(name: str):
             log.info("%s: %d/%d points", name, done, total)
 
     return report
+
+
+def _profiled(name: str, fn, *args: Any, **kwargs: Any) -> Any:
+    """`fn(*args, **kwargs)`, under cProfile into the `PSTATS_ENV` folder when it is set."""
+    folder = os.environ.get(PSTATS_ENV)
+    if not folder:
+        return fn(*args, **kwargs)
+    import cProfile
+
+    Path(folder).mkdir(parents=True, exist_ok=True)
+    profiler = cProfile.Profile()
+    try:
+        return profiler.runcall(fn, *args, **kwargs)
+    finally:
+        profiler.dump_stats(Path(folder) / f"{name}.pstats")
 
 
 def _refuse_oversized(device: DeviceEntry, experiment: str) -> None:
@@ -74,7 +93,9 @@ def run_experiment(
         info = backend.device_info()
         facts = backend.facts()
         run_started = time.monotonic()
-        data = fam.run(
+        data = _profiled(
+            f"{device.name}_{experiment}" + (f".r{repeat}" if repeat > 1 else ""),
+            fam.run,
             backend,
             params,
             device=device,
