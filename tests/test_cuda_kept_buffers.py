@@ -148,3 +148,45 @@ def test_l2_slice_walks_share_their_buffers_and_read_their_own_latencies():
     ]
     # claim, result, latency at the first walk; latency again once it needs 32 records
     assert mem.allocs == 4
+
+
+def test_pointer_walks_copy_their_chain_and_steps_and_read_their_own_latencies():
+    from gpudissect.backends.pointer_walk_cuda import run_pointer_walk
+    from gpudissect.experiments.pointer_walk import PointerWalkWork
+
+    mem = Memory()
+    b = _backend(mem)
+    b._buffer_bytes = b._last_bytes = 0
+    b._pointer_walk_flush = (mem.driver().mem_alloc(256), 2)
+    b._set_shared = lambda fn, **kw: None
+    b.nvml = SimpleNamespace(sm_clock=lambda max_age_s: 1980.0)
+    mem.allocs = 0
+    seen = []
+
+    def link(grid, block, base, d_off, n):
+        seen.append(mem.bytes[int(d_off) : int(d_off) + 8 * int(n)].view(np.uint64).tolist())
+
+    def walk(grid, block, start, n, d_rec, records, d_lat, d_end, flush, lines, shared_size):
+        steps = mem.u32(d_rec, int(records) + 1).tolist()
+        assert steps[-1] == 0  # the sentinel after the record steps
+        mem.u32(d_lat, int(records))[:] = 10 * len(seen) + np.asarray(steps[:-1])
+        mem.bytes[int(d_end) : int(d_end) + 8].view(np.uint64)[0] = int(start)
+
+    kernels = {"link_words": link, "walk_ca": walk}
+    b.function = lambda kernel, name, sig: SimpleNamespace(prepared_call=kernels[name])
+    got = []
+    for words, steps in ((64, (0, 5, 9)), (512, (1, 2, 3, 40, 41)), (32, (7,))):
+        offsets = (np.arange(words, dtype=np.int64)[::-1] * 8).copy()
+        work = PointerWalkWork(
+            window_bytes=4096,
+            offsets_bytes=offsets,
+            record_steps=np.asarray(steps, np.uint32),
+            shared_buffer_bytes=16384,
+        )
+        got.append((run_pointer_walk(b, work).latency_cycles.tolist(), offsets.tolist()))
+    assert [lat for lat, _ in got] == [[10, 15, 19], [21, 22, 23, 60, 61], [37]]
+    assert seen == [off for _, off in got]
+    # the window buffer once, the four walk buffers at the first walk, the offsets, steps and
+    # latencies again when the second walk needs more, none at the third: 8 (13 before, four a
+    # walk)
+    assert mem.allocs == 1 + 4 + 3

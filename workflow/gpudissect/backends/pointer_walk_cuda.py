@@ -48,43 +48,45 @@ def run_pointer_walk(backend: CudaBackend, work: PointerWalkWork, **_: object) -
     walk = backend.function(KERNEL, "walk_ca", "PIPIPPPI")
     flush, flush_lines = _l1_flush(backend)
     n, records = len(work.offsets_bytes), len(work.record_steps)
-    d_off = drv.to_device(np.ascontiguousarray(work.offsets_bytes, dtype=np.uint64))
-    d_rec = drv.to_device(np.ascontiguousarray(np.append(work.record_steps, 0), dtype=np.uint32))
-    d_lat = drv.mem_alloc(max(4 * records, 4))
-    d_end = drv.mem_alloc(8)
+    offsets = np.ascontiguousarray(work.offsets_bytes, dtype=np.uint64)
+    steps = np.ascontiguousarray(np.append(work.record_steps, 0), dtype=np.uint32)
+    # kept across walks (thousands a sweep): the kernels read the first n offsets and records
+    # + 1 steps copied here, and write every latency and the final address read back
+    d_off = backend.kept_buffer("walk_offsets", offsets.nbytes)
+    d_rec = backend.kept_buffer("walk_record_steps", steps.nbytes)
+    d_lat = backend.kept_buffer("walk_latency", 4 * records)
+    d_end = backend.kept_buffer("walk_end", 8)
+    drv.memcpy_htod(d_off, offsets)
+    drv.memcpy_htod(d_rec, steps)
     latency = np.zeros(records, dtype=np.uint32)
     end = np.zeros(1, dtype=np.uint64)
-    try:
-        link.prepared_call(
-            ((n + LINK_THREADS - 1) // LINK_THREADS, 1),
-            (LINK_THREADS, 1, 1),
-            np.uint64(base),
-            d_off,
-            np.uint32(n),
-        )
-        backend.context.synchronize()
-        backend._set_shared(
-            walk, dynamic_bytes=work.shared_buffer_bytes, carveout_pct=work.carveout_pct
-        )
-        walk.prepared_call(
-            (1, 1),
-            (1, 1, 1),
-            base + int(work.offsets_bytes[0]),
-            np.uint32(n),
-            d_rec,
-            np.uint32(records),
-            d_lat,
-            d_end,
-            flush,
-            np.uint32(flush_lines),
-            shared_size=work.shared_buffer_bytes,
-        )
-        backend.context.synchronize()
-        drv.memcpy_dtoh(latency, d_lat)
-        drv.memcpy_dtoh(end, d_end)
-    finally:
-        for d in (d_off, d_rec, d_lat, d_end):
-            d.free()
+    link.prepared_call(
+        ((n + LINK_THREADS - 1) // LINK_THREADS, 1),
+        (LINK_THREADS, 1, 1),
+        np.uint64(base),
+        d_off,
+        np.uint32(n),
+    )
+    backend.context.synchronize()
+    backend._set_shared(
+        walk, dynamic_bytes=work.shared_buffer_bytes, carveout_pct=work.carveout_pct
+    )
+    walk.prepared_call(
+        (1, 1),
+        (1, 1, 1),
+        base + int(work.offsets_bytes[0]),
+        np.uint32(n),
+        d_rec,
+        np.uint32(records),
+        d_lat,
+        d_end,
+        flush,
+        np.uint32(flush_lines),
+        shared_size=work.shared_buffer_bytes,
+    )
+    backend.context.synchronize()
+    drv.memcpy_dtoh(latency, d_lat)
+    drv.memcpy_dtoh(end, d_end)
     if int(end[0]) != base + int(work.offsets_bytes[0]):
         raise DeviceUnavailable(
             f"the pointer walk ended at {int(end[0]):#x}, not at its first word "
