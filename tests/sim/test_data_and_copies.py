@@ -104,3 +104,30 @@ def test_a_line_another_partition_brought_in_is_near_only_when_homed_here(
         reference.load("cg", int(a), sm=0)
     assert gpu.load_sequence("cg", again, sm=1).tolist() == [200, 250, 200]
     assert [reference.load("cg", int(a), sm=1) for a in again] == [200, 250, 200]
+
+
+def test_stores_that_hold_their_home_lines_are_the_l2_past_them_own_lines_miss_to_dram(
+    base_profile, write_profile
+):
+    doc = _copies_profile(base_profile)
+    doc["l2_slices"]["near_copies"]["home_lines"] = True
+    profile = load_profile(write_profile(doc))
+    # SM 0 (partition 0; each store 1 set of 2 ways, LRU). Lines 0, 1: line 0 is homed here and
+    # misses (DRAM 600); line 1 misses store 0 (filled), then its home store 1 (filled): DRAM
+    # and the far trip, 650. Again: both hit store 0, near (200).
+    # Then 0..3 twice: 0, 1 near; 2 (homed here) takes the way of 0 and misses (600); 3 takes
+    # the way of 1 in store 0, misses store 1 (which holds 1 and now 3): 650. Second pass: the
+    # 4-line cycle misses store 0 every time; lines 0 and 2 (homed here) go to DRAM (600),
+    # lines 1 and 3 hit their home store 1: far (250).
+    gpu, reference = SimGPU(profile, seed=0), MemoryHierarchy(profile, seed=0)
+    two = np.array([0, 1, 0, 1]) * 128
+    four = np.array([0, 1, 2, 3, 0, 1, 2, 3]) * 128
+    want_two = [600, 650, 200, 200]
+    want_four = [200, 200, 600, 650, 600, 250, 600, 250]
+    assert gpu.load_sequence("cg", two, sm=0).tolist() == want_two
+    assert [reference.load("cg", int(a), sm=0) for a in two] == want_two
+    assert gpu.load_sequence("cg", four, sm=0).tolist() == want_four
+    assert [reference.load("cg", int(a), sm=0) for a in four] == want_four
+    # SM 1 (partition 1) reads line 1 from its own store (near) and line 0, homed in
+    # partition 0 and evicted from store 0 by the cycle above, from DRAM and the far trip
+    assert gpu.load_sequence("cg", np.array([1, 0]) * 128, sm=1).tolist() == [200, 650]

@@ -72,9 +72,11 @@ NOISE_BLOCK = 256  # loads whose noise is drawn ahead, in one go
 # sliced cache (-1: none), the slice function's kind, shift, period and slice count, the length
 # of its data, the structure of the SM's partition's near-copy store (-1: no copies); then the
 # data (masks or table) and the hit latency of each slice; with copies also each slice's near
-# latency and the copy store of its (home) partition
+# latency and the copy store of its (home) partition. SL_HOME_LINES: 1 where the stores hold
+# their partitions' home lines too (the stores are the L2: l2_slices.py)
 SL_ROW, SL_KIND, SL_SHIFT, SL_PERIOD, SL_NSLICES, SL_NDATA, SL_COPY = 0, 1, 2, 3, 4, 5, 6
-SL_HEAD = 7
+SL_HOME_LINES = 7
+SL_HEAD = 8
 
 
 @kernel(inline="always")
@@ -369,6 +371,22 @@ def entry_key(addr, par, s, vrun, cfg_i):
     return COALESCED_KEY_BIT | ((addr >> (lshift + c)) << lshift)
 
 
+@kernel()
+def partition_stores(addr, slc, par, sets, idx, lines, wcum, clk, rng, dram):
+    """An L2 whose partitions' stores hold their home lines and the copies both (the load
+    already missed its SM's store, which filled the line): a line homed in the SM's own
+    partition goes to DRAM; one homed in the other is looked up (and filled) there, a
+    far hit, or DRAM and the far trip on a miss."""
+    k = slice_of(addr, slc)
+    home = slc[SL_HEAD + slc[SL_NDATA] + 2 * slc[SL_NSLICES] + k]
+    if home == slc[SL_COPY]:
+        return dram
+    far = slc[SL_HEAD + slc[SL_NDATA] + k]
+    if lookup(addr, par, home, sets, idx, lines, wcum, clk, rng) == HIT:
+        return far
+    return dram + far - slc[SL_HEAD + slc[SL_NDATA] + slc[SL_NSLICES] + k]
+
+
 @kernel(inline="always")
 def _cache_step(c, a, warp, path, par, sets, idx, lines, wcum, clk, rng, cfg_i, slc, tlb_missed):
     """The load of ``a`` in the ``c``-th cache of the path (the warp's copy): (whether it
@@ -379,6 +397,10 @@ def _cache_step(c, a, warp, path, par, sets, idx, lines, wcum, clk, rng, cfg_i, 
         near = near_copy(a, slc, par, sets, idx, lines, wcum, clk, rng)
         if near >= 0:
             return True, near
+        if slc[SL_HOME_LINES] == 1:
+            return True, partition_stores(
+                a, slc, par, sets, idx, lines, wcum, clk, rng, cfg_i[I_DRAM]
+            )
     r = lookup(a, par, s, sets, idx, lines, wcum, clk, rng)
     if copied and r != HIT:
         home_copy(a, slc, par, sets, idx, lines, wcum, clk, rng)

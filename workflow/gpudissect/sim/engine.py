@@ -97,6 +97,7 @@ def _slice_array(profile: DeviceProfile, path: str, sm: int, *, copies: int = -1
     # then the copy store of each slice's (home) partition
     near = spec.near_cycles(base_cycles=base, sm=sm)
     slc[K.SL_COPY] = copies + spec.sm_partition[sm]
+    slc[K.SL_HOME_LINES] = int(spec.near_copies_home_lines)
     home = copies + np.asarray(spec.slice_partition, dtype=np.int64)
     return np.concatenate(
         [slc, np.asarray(compiled.data, np.int64), near + spec.far_cycles, near, home]

@@ -95,6 +95,14 @@ class MemoryHierarchy:
                 if self.copies[sliced.sm_partition[sm]].access(physical).hit:
                     latency = int(sliced.near_cycles(base_cycles=base, sm=sm)[k])
                     break
+                if sliced.near_copies_home_lines:  # the stores are the L2
+                    home = sliced.slice_partition[k]
+                    if home != sliced.sm_partition[sm]:
+                        far = int(sliced.near_cycles(base_cycles=base, sm=sm)[k])
+                        far += sliced.far_cycles
+                        hit = self.copies[home].access(physical).hit
+                        latency = far if hit else latency + sliced.far_cycles
+                    break
             hit = self.caches[spec.name][copy].access(address_bytes if before else physical).hit
             if near and not hit and sliced.slice_partition[k] != sliced.sm_partition[sm]:
                 self.copies[sliced.slice_partition[k]].access(physical)

@@ -24,6 +24,16 @@ partition's store (the slice's partition). So a footprint up to one store reads 
 larger one far hits until the cache is full, and a line that another partition's SM brought in
 reads far until copied.
 
+With ``near_copies.home_lines: true`` the stores are the L2 (the cache's own array gives only
+its geometry): each partition's store holds the lines homed in its slices and the copies of
+the other partition's lines alike, in one LRU capacity. A load looks up its SM's partition's
+store (a hit: near; a miss fills it); a line homed there that missed goes to DRAM; a line
+homed in the other partition is looked up (and filled) in that partition's store: a far hit,
+or DRAM plus the far term. So one SM's footprint up to one store reads near hits; past it its
+own partition's lines miss to DRAM while the other's still hit far until their half of the
+footprint outgrows the other store, and then miss to DRAM plus the far trip (the H200's `l2`
+trace split by the partition function: results/reference/FINDINGS.md).
+
 Each slice has one atomic unit, busy ``atomic_cycles`` per warp-wide atomic (the contention
 launches of backends/l2slices_sim.py).
 
@@ -66,6 +76,7 @@ class L2SliceSpec:
     near_copies_bytes: int | None = None  # None: no copies (far by slice, as above)
     near_copies_ways: int = 16
     near_copies_index: IndexSpec = field(default_factory=IndexSpec)
+    near_copies_home_lines: bool = False  # the stores hold their home lines too (docstring)
     data_per_slice: bool = False  # the cache's sets split among the slices (docstring)
 
     @property

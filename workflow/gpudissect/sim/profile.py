@@ -406,6 +406,7 @@ class _Checker:
             near_copies_bytes=None if copies is None else copies["size_bytes"],
             near_copies_ways=16 if copies is None else copies.get("ways", 16),
             near_copies_index=copies_index,
+            near_copies_home_lines=False if copies is None else bool(copies.get("home_lines")),
             cache=name,
             slices=n,
             index=index,
