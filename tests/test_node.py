@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from kernel_cache import share_kernel_cache
 
 from gpudissect.config import parse
 from gpudissect.exceptions import ConfigError, ProfileError
@@ -135,6 +136,7 @@ def _copy_workflow(work: Path) -> dict[str, str]:
         else:
             dst.parent.mkdir(parents=True, exist_ok=True)
             shutil.copy(src, dst)
+    share_kernel_cache(work)  # the simulator's kernels compiled once for the suite's copies
     bin_dir = str(Path(sys.executable).parent)
     return {
         "PATH": f"{bin_dir}:/usr/bin:/bin",
