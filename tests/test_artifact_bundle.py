@@ -25,6 +25,7 @@ import time
 from pathlib import Path
 
 import pytest
+from kernel_cache import share_kernel_cache
 
 REPO = Path(__file__).resolve().parents[1]
 pytestmark = pytest.mark.slow
@@ -88,6 +89,7 @@ def bundle(tmp_path_factory):
         cwd=src,
         check=True,
     )
+    share_kernel_cache(src)  # the simulator's kernels compiled once for the suite's copies
     # the bundle's report: the tiny config, run here with the current environment; `-o` keeps
     # make from reinstalling that environment (an editable install would then point at this
     # temporary copy). PYTHONPATH puts this copy's package first, so the shipped report is made
@@ -272,7 +274,9 @@ def test_cuda_extra_resolves_from_the_wheelhouse_alone(unpacked):
     work, _, env = unpacked
     # pip builds pycuda's metadata from its source archive, with setuptools, wheel and numpy
     # taken from the wheelhouse: the whole `cuda` extra is there (building pycuda itself needs
-    # CUDA and happens on a GPU host)
+    # CUDA and happens on a GPU host). An empty `~/.aksetup-defaults.py` (HOME is the bundle's
+    # folder here) is pycuda's default configuration, without the setup's ten-second waits
+    (work / ".aksetup-defaults.py").write_text("")
     proc = _offline(
         [
             "./.venv/bin/python",
