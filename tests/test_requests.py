@@ -497,6 +497,69 @@ def test_profile_without_request_table_gives_an_empty_trace_and_undetermined_res
     assert set(plot_requests(data, doc, table=table)) == set(REQUEST_FIGURES)
 
 
+def test_cuda_host_side_retargets_and_times_each_block_from_the_common_start():
+    # the host side of req_<path>_sm_n<N> against a stand-in driver (no GPU): the first launch's
+    # target SM 0 gets one block and SM 5 both, so the launch is repeated on SM 5; block b's
+    # clocks are t1 = 1000 + 10 b, t2 = 1500 + 100 b, so block 0's threads read 1500 - 1000 and
+    # block 1's 1600 - 1000 (1568 threads: two blocks of 800 and 768)
+    from types import SimpleNamespace
+
+    from gpudissect.backends.requests_cuda import run_requests
+    from gpudissect.experiments.requests import RequestsWork
+
+    class Buf:
+        def __init__(self, n):
+            self.a = np.zeros(n, np.uint8)
+
+        def free(self):
+            pass
+
+    def u32(buf):
+        return buf.a.view(np.uint32)
+
+    class Drv:
+        device_attribute = SimpleNamespace(MULTIPROCESSOR_COUNT="count")
+        mem_alloc = staticmethod(Buf)
+
+        def pagelocked_zeros(self, n, dtype):
+            return np.zeros(n, dtype)
+
+        def memcpy_htod(self, dst, src):
+            b = np.ascontiguousarray(src).view(np.uint8).ravel()
+            dst.a[: b.size] = b
+
+        def memcpy_dtoh(self, dst, src):
+            view = dst.view(np.uint8).reshape(-1)
+            view[:] = src.a[: view.size]
+
+        def memset_d32(self, dst, value, n):
+            dst.a[: 4 * n] = 0
+
+    launches = []
+
+    def prepared_call(grid, block, _d, _o, _t, blocks, target, _s, arrived, gathered, _k, clocks):
+        launches.append((grid, block, int(target)))
+        if len(launches) == 1:
+            u32(arrived)[0], u32(arrived)[5] = 1, blocks
+            return
+        u32(gathered)[0] = blocks
+        for b in range(int(blocks)):
+            clocks.a.view(np.uint64)[2 * b : 2 * b + 2] = (1000 + 10 * b, 1500 + 100 * b)
+
+    backend = SimpleNamespace(
+        drv=Drv(),
+        device=SimpleNamespace(get_attribute=lambda key: 132),
+        function=lambda *a: SimpleNamespace(prepared_call=prepared_call),
+        context=SimpleNamespace(synchronize=lambda: None),
+        sm_clock=lambda: 1980,
+    )
+    o = pattern_offsets(threads=1568, loads_per_thread=5, merge_threads=1, block_bytes=128)
+    r = run_requests(backend, RequestsWork("cg", o, 2, 1))
+    assert launches[0] == ((264, 1), (800, 1, 1), 0) and launches[1][2] == 5
+    assert r.elapsed_cycles.shape == (2, 1568)
+    assert np.all(r.elapsed_cycles[:, :800] == 500) and np.all(r.elapsed_cycles[:, 800:] == 600)
+
+
 def test_a_step_where_the_launch_changes_from_one_block_to_two_is_no_saturation():
     from gpudissect.analysis.requests.requests import fit_sweeps
 

@@ -89,15 +89,9 @@ def run_requests(backend, work: RequestsWork, *, seed: int = 0) -> RequestsResul
 
 def _run_requests_sm(backend, work: RequestsWork) -> RequestsResult:
     """Several co-resident blocks on one SM (`req_<path>_sm_n<N>`): SM count x blocks blocks are
-    launched; the first `blocks` of the target SM time their loads, the others exit. Each
-    thread's time is its block's t2 minus the earliest t1.
-
-    Every launch of the point (untimed and timed) goes out at once, each with its own slot of
-    block clocks, gathered count and per-SM arrival counts (zeroed by one memset), and one copy
-    brings back all clocks and gathered counts after the last. A launch whose target SM received
-    fewer blocks is launched again (at most `TRIES` times in all) with the SM that received the
-    most as target, or with the target an earlier retry found; the target found stays for the
-    next point."""
+    launched; the first `blocks` of the target SM time their loads, the others exit. A launch
+    whose target SM received fewer blocks is repeated with the SM that received the most as
+    target (a few tries); each thread's time is its block's t2 minus the earliest t1."""
     drv = backend.drv
     n, threads, blocks, per_block = (
         work.loads_per_thread, work.threads, work.blocks, work.block_threads
@@ -108,80 +102,47 @@ def _run_requests_sm(backend, work: RequestsWork) -> RequestsResult:
     data = buffers.get("data", data_bytes)
     offsets = buffers.get("offsets", work.offsets_bytes.nbytes)
     sink = buffers.get("sink", 2 * threads * 4)
-    launches = work.warmup_launches + work.runs
-    clock_bytes = 2 * blocks * 8  # t1, t2 of each block of one launch
-    # one buffer: [clocks of every launch][gathered of every launch][arrived[MAX_SMID] of each]
-    stamps_bytes = launches * (clock_bytes + 4)
-    results = buffers.get("sm_results", stamps_bytes + launches * MAX_SMID * 4)
-    clocks_at = int(results)
-    gathered_at = clocks_at + launches * clock_bytes
-    arrived_at = gathered_at + 4 * launches
+    arrived = buffers.get("arrived", MAX_SMID * 4)
+    gathered = buffers.get("gathered", 4)
+    clocks = buffers.get("block_clocks", 2 * blocks * 8)
     drv.memcpy_htod(offsets, np.ascontiguousarray(work.offsets_bytes.T))  # [j * threads + t]
     drv.memcpy_htod(data, buffers.pinned("data", data_bytes))
     # the SM count straight from the driver attribute (backend.facts() also asks NVML)
     sms = backend.device.get_attribute(drv.device_attribute.MULTIPROCESSOR_COUNT)
     grid = int(sms) * blocks
-    target = getattr(backend, "_requests_target_sm", 0)
-
-    def launch(i: int, target: int) -> None:
-        fn.prepared_call(
-            (grid, 1), (per_block, 1, 1), data, offsets, np.uint32(threads), np.uint32(blocks),
-            np.uint32(target), np.uint64(SPIN_CYCLES), arrived_at + 4 * MAX_SMID * i,
-            gathered_at + 4 * i, sink, clocks_at + clock_bytes * i,
-        )  # fmt: skip
-
-    drv.memset_d32(gathered_at, 0, launches * (1 + MAX_SMID))
-    for i in range(launches):
-        launch(i, target)
-    host = buffers.pinned("sm_stamps", stamps_bytes)
-    drv.memcpy_dtoh(host, results)  # waits for the last launch
-    stamps = host[: launches * clock_bytes].view(np.uint64).reshape(launches, 2 * blocks).copy()
-    got = host[launches * clock_bytes :].view(np.uint32).copy()
-    batch_target = target
-    for i in np.flatnonzero(got != blocks):
-        target = _retry(backend, work, launch, int(i), batch_target, target, addresses=(
-            clocks_at + clock_bytes * int(i), gathered_at + 4 * int(i),
-            arrived_at + 4 * MAX_SMID * int(i),
-        ), stamps=stamps)  # fmt: skip
-    backend._requests_target_sm = target
-    block_of = np.arange(threads) // per_block
-    out = np.empty((work.runs, threads), dtype=np.uint32)
-    for r in range(work.runs):
-        t1, t2 = stamps[work.warmup_launches + r, 0::2], stamps[work.warmup_launches + r, 1::2]
-        out[r] = (t2[block_of] - t1.min()).astype(np.uint32)
-    backend.context.synchronize()
-    return RequestsResult(elapsed_cycles=out, sm_clock_mhz=_sm_clock(backend))
-
-
-TRIES = 8  # launches of one launch slot before the sweep gives up on gathering its blocks
-
-
-def _retry(backend, work, launch, i, batch_target, target, *, addresses, stamps) -> int:
-    """Launch slot `i` of a point again until its target SM gathers `work.blocks` blocks: first
-    with the target an earlier retry found (when it differs from the batch's), else with the SM
-    that received the most blocks in the last try. Its clocks go into `stamps[i]`; returns the
-    target that gathered them."""
-    drv = backend.drv
-    clocks, gathered, arrived = addresses
     counts = np.zeros(MAX_SMID, dtype=np.uint32)
     got = np.zeros(1, dtype=np.uint32)
-    for attempt in range(1, TRIES):
-        if attempt > 1 or target == batch_target:
+    stamps = np.zeros(2 * blocks, dtype=np.uint64)
+    block_of = np.arange(threads) // per_block
+    out = np.empty((work.runs, threads), dtype=np.uint32)
+    target = getattr(backend, "_requests_target_sm", 0)
+    for r in range(-work.warmup_launches, work.runs):
+        for _ in range(8):
+            drv.memset_d32(arrived, 0, MAX_SMID)
+            drv.memset_d32(gathered, 0, 1)
+            fn.prepared_call(
+                (grid, 1), (per_block, 1, 1), data, offsets, np.uint32(threads),
+                np.uint32(blocks), np.uint32(target), np.uint64(SPIN_CYCLES), arrived, gathered,
+                sink, clocks,
+            )  # fmt: skip
+            drv.memcpy_dtoh(got, gathered)
+            if got[0] == blocks:
+                break
             drv.memcpy_dtoh(counts, arrived)
             target = int(np.argmax(counts))
-        drv.memset_d32(gathered, 0, 1)
-        drv.memset_d32(arrived, 0, MAX_SMID)
-        launch(i, target)
-        drv.memcpy_dtoh(got, gathered)
-        if got[0] == work.blocks:
-            drv.memcpy_dtoh(stamps[i], clocks)
-            return target
-    drv.memcpy_dtoh(counts, arrived)
-    raise GpuDissectError(
-        f"requests: no SM held {work.blocks} co-resident blocks of {work.block_threads} threads "
-        f"(blocks received per SM: {sorted(set(counts[counts > 0].tolist()))}); the kernel "
-        "needs them resident together (registers, shared memory)"
-    )
+        else:
+            raise GpuDissectError(
+                f"requests: no SM held {blocks} co-resident blocks of {per_block} threads "
+                f"(blocks received per SM: {sorted(set(counts[counts > 0].tolist()))}); the "
+                "kernel needs them resident together (registers, shared memory)"
+            )
+        backend._requests_target_sm = target
+        if r >= 0:
+            drv.memcpy_dtoh(stamps, clocks)
+            t1, t2 = stamps[0::2], stamps[1::2]
+            out[r] = (t2[block_of] - t1.min()).astype(np.uint32)
+    backend.context.synchronize()
+    return RequestsResult(elapsed_cycles=out, sm_clock_mhz=_sm_clock(backend))
 
 
 @handles("cuda", CopyWork)
