@@ -142,6 +142,17 @@ def _l2_flush_result_input(device: Any) -> dict[str, str]:
     return {"l2_flush": f"results/analysis/{device.name}/l2_flush.json"}
 
 
+def _l2_footprint_input(device: Any) -> dict[str, str]:
+    """The slice map splits the footprint sweep's plateaus by the partition function (what a
+    partition holds), when that sweep runs."""
+    if not device.enabled("l2"):
+        return {}
+    return {
+        "l2_trace": f"results/traces/{device.name}/l2.parquet",
+        "l2": f"results/analysis/{device.name}/l2.json",
+    }
+
+
 def _tlbs_result_input(device: Any) -> dict[str, str]:
     """The latency-pattern chain and its classification use this device's measured TLBs."""
     return {"tlbs": f"results/analysis/{device.name}/tlbs.json"}
@@ -367,6 +378,7 @@ _FAMILIES = (
         plot="plotting.l2_slices:plot_l2_slices",
         figures=("l2_slices_matrix",),
         report_section="report.sections_slices:l2_slices_section",
+        analysis_inputs=_l2_footprint_input,
         heavy_analysis=True,
     ),
     Family(

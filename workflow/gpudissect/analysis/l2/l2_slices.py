@@ -42,6 +42,7 @@ import pandas as pd
 from ..common.result import header, not_applicable, quantity, undetermined
 from .l2_partition import LINEAR_TOLERANCE, fit_affine, near_groups, split_lines
 from .l2_shares import DISTURBED_SHARE, SAME_SHARE, contention_shares, partner_shares
+from .partition_capacity import footprint_by_partition
 from .slice_function import add_slice_elements
 
 CUT_FACTOR = 3.0
@@ -528,7 +529,15 @@ def _matrix_and_fits(doc, l2, matrix, labels, kind, rows, far_sets) -> dict[str,
 def analyse(
     data: pd.DataFrame, *, provenance: dict[str, Any], inputs: dict | None = None
 ) -> dict[str, Any]:
-    """The `l2_slices` result document for one device."""
+    """The `l2_slices` result document for one device; with the footprint sweep's trace and
+    result (`inputs` l2_trace and l2), what a partition holds (`partition_capacity`)."""
+    doc = _slice_map(data, provenance)
+    l2 = doc["elements"]["l2"]
+    l2.update(footprint_by_partition(inputs, l2.get("partition_function")))
+    return doc
+
+
+def _slice_map(data: pd.DataFrame, provenance: dict[str, Any]) -> dict[str, Any]:
     doc = header("l2_slices", provenance)
     doc["path"] = "cg"
     doc["clocks_before"] = provenance.get("clocks_before")
