@@ -38,6 +38,10 @@ def workdir(tmp_path_factory):
     return _copy_workflow(tmp_path_factory.mktemp("pipeline"))
 
 
+def _default_sigint():
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def _snakemake(work, *args, targets=(), path_first=None, popen=False):
     bin_dir = str(Path(sys.executable).parent)
     env = {"PATH": f"{bin_dir}:/usr/bin:/bin", "HOME": str(work)}
@@ -53,6 +57,9 @@ def _snakemake(work, *args, targets=(), path_first=None, popen=False):
             text=True,
             env=env,
             start_new_session=True,
+            # Ctrl-C's default action, as a shell gives its jobs: a test worker that ignores
+            # SIGINT would pass that on, and the interrupted run would finish instead
+            preexec_fn=_default_sigint,
         )
     return subprocess.run(
         [
