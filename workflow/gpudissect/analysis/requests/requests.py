@@ -305,25 +305,35 @@ def _too_short(short: dict[tuple, int]) -> str:
 def _short_dicts(short: dict[tuple, int]) -> list[dict[str, Any]]:
     """The `short_sweeps` as entries of the document's sweeps, undetermined with the reason."""
     return [
-        {
-            "pattern": pattern,
-            "merge_threads": k,
-            "loads_per_thread": n,
-            "saturation_threads": None,
-            "saturation_next_threads": None,
-            "saturation_jump_cycles": None,
-            "first_serialisation_threads": None,
-            "merge_overflow_threads": [],
-            "spikes": [],
-            "no_saturation_up_to_threads": None,
-            "too_few_thread_counts": counts,
-            "undetermined": (
+        _unread_sweep(
+            pattern,
+            k,
+            n,
+            too_few_thread_counts=counts,
+            undetermined=(
                 f"{counts} thread counts in one block; the spike analysis needs at least "
                 f"{MIN_COUNTS}"
             ),
-        }
+        )
         for (pattern, k, n), counts in short.items()
     ]
+
+
+def _unread_sweep(pattern: str, k: int, loads: int, **why: Any) -> dict[str, Any]:
+    """A sweep's entry of the document's sweeps with no reading, and why (`why`'s keys)."""
+    return {
+        "pattern": pattern,
+        "merge_threads": k,
+        "loads_per_thread": loads,
+        "saturation_threads": None,
+        "saturation_next_threads": None,
+        "saturation_jump_cycles": None,
+        "first_serialisation_threads": None,
+        "merge_overflow_threads": [],
+        "spikes": [],
+        "no_saturation_up_to_threads": None,
+        **why,
+    }
 
 
 def _in_flight(data: pd.DataFrame, outstanding: dict[str, Any]) -> dict[str, Any]:
@@ -420,23 +430,16 @@ def _sweep_dicts(agreement: Agreement) -> list[dict[str, Any]]:
             continue
         pattern, k, loads = s.key
         out.append(
-            {
-                "pattern": pattern,
-                "merge_threads": k,
-                "loads_per_thread": loads,
-                "saturation_threads": None,
-                "saturation_next_threads": None,
-                "saturation_jump_cycles": None,
-                "first_serialisation_threads": None,
-                "merge_overflow_threads": [],
-                "spikes": [],
-                "no_saturation_up_to_threads": None,
-                "undetermined": (
+            _unread_sweep(
+                pattern,
+                k,
+                loads,
+                undetermined=(
                     f"the saturation reading does not repeat: no reading holds a majority of "
                     f"{s.of} repeats ({', '.join(info['readings'])})"
                 ),
-                "repeats": info,
-            }
+                repeats=info,
+            )
         )
     return out
 
