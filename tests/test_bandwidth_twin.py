@@ -96,3 +96,43 @@ def test_the_twin_reads_back_the_bandwidths_it_was_built_from(tmp_path, write_fr
 def test_without_a_dram_reading_or_the_drivers_memory_facts_there_is_no_block():
     topology = {"elements": {"l2": {"read_bandwidth_gbps": {"value": 900.0}}}, "driver": {}}
     assert throughput_block(TopologyReader(topology), sms=16, sm_mhz=1500) is None
+
+
+def test_a_footprint_each_partitions_store_holds_whole_reads_at_the_near_rate(tmp_path):
+    # the unseen GPU with its L2 in two partitions (line parity), 8 SMs in each, every
+    # partition's near store holding 1 MiB, and reads served within one partition at 600 GB/s
+    # against the L2's 900: the l2_near footprint (half of the near size cache_stage1 reads,
+    # 512 KiB) is held whole by each store and reads 600; the l2 footprint (3/4 of 4 MiB) is
+    # not and reads 900 (each saturated stream tends to the slowest server it passes)
+    profile = yaml.safe_load((DATA / "unseen_bandwidth_a.yaml").read_text())
+    profile["throughput"]["l2_near_read_peak_gbps"] = 600
+    profile["l2_slices"] = {
+        "cache": "l2",
+        "slices": 2,
+        "index": {"kind": "xor", "masks": [1 << 7]},
+        "slice_partition": [0, 1],
+        "sm_partition": [s % 2 for s in range(16)],
+        "far_cycles": 100,
+        "near_copies": {"size_bytes": 1 << 20, "ways": 16},
+    }
+    path = tmp_path / "gpu.yaml"
+    path.write_text(yaml.safe_dump(profile))
+    backend = SimBackend(profile_path=path, seed=11)
+    backend.load_handlers()
+    section = {**SECTION, "levels": ["l2_near", "l2", "dram"]}
+    section["l1_capacity"] = {**SECTION["l1_capacity"], "stop_fraction": "auto"}
+    sweep = bw.parse_params(section, "bandwidth")
+    stage1 = tmp_path / "cache_stage1.json"
+    stage1.write_text(json.dumps({"elements": {"l2": {"size_bytes": {"value": 1 << 20}}}}))
+    data = bw.run(backend, sweep, device=None, inputs={"cache_stage1": str(stage1)})
+    l2 = analyse(data, provenance={"device": "gpu"})["elements"]["l2"]
+    assert l2["near_read_bandwidth_gbps"]["value"] == pytest.approx(600, rel=0.02)
+    assert l2["read_bandwidth_gbps"]["value"] == pytest.approx(900, rel=0.02)
+    # without the near rate both footprints read the L2's
+    del profile["throughput"]["l2_near_read_peak_gbps"]
+    path.write_text(yaml.safe_dump(profile))
+    backend = SimBackend(profile_path=path, seed=11)
+    backend.load_handlers()
+    data = bw.run(backend, sweep, device=None, inputs={"cache_stage1": str(stage1)})
+    l2 = analyse(data, provenance={"device": "gpu"})["elements"]["l2"]
+    assert l2["near_read_bandwidth_gbps"]["value"] == pytest.approx(900, rel=0.02)

@@ -17,7 +17,15 @@ if TYPE_CHECKING:
     from .sim import SimBackend
 
 
-def _levels(profile, caches, *, write: bool):
+def _near_only(profile, footprint_bytes: int) -> bool:
+    """Whether every SM reads the footprint from its own partition: an L2 with near stores
+    (``l2_slices.near_copies``) each of which holds the whole footprint."""
+    sliced = profile.l2_slices
+    store = None if sliced is None else sliced.near_copies_bytes
+    return store is not None and footprint_bytes <= store
+
+
+def _levels(profile, caches, *, write: bool, near_only: bool = False):
     """The stream's levels, nearest first, DRAM last, each with its SM's share of the rate."""
     from ..sim.bandwidth import StreamLevel
 
@@ -26,6 +34,8 @@ def _levels(profile, caches, *, write: bool):
     for spec in caches:
         if spec.name == "l2":
             peak = t.l2_write_peak_gbps if write else t.l2_read_peak_gbps
+            if not write and near_only and t.l2_near_read_peak_gbps is not None:
+                peak = t.l2_near_read_peak_gbps
             rate = None if peak is None else peak / sms
         elif t.l1_peak_bytes_per_cycle_per_sm is not None:
             rate = t.l1_peak_bytes_per_cycle_per_sm * clock / 1000.0
@@ -70,7 +80,12 @@ def run_stream(backend: SimBackend, work: StreamWork, *, seed: int = 0) -> CopyT
     ctas_per_sm = min(-(-work.ctas // sms), resident)
     warps = ctas_per_sm * -(-work.threads_per_cta // WARP_THREADS)
     gbps = stream_throughput(
-        _levels(profile, caches, write=work.direction == "write"),
+        _levels(
+            profile,
+            caches,
+            write=work.direction == "write",
+            near_only=_near_only(profile, work.footprint_bytes),
+        ),
         shares,
         warps_per_sm=warps,
         sms=sms,

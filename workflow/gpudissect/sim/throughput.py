@@ -50,9 +50,17 @@ class ThroughputSpec:
     l1_peak_bytes_per_cycle_per_sm: float | None = None
     l2_read_peak_gbps: float | None = None
     l2_write_peak_gbps: float | None = None
+    # the L2's reads where every SM reads its own partition alone: a footprint that each
+    # partition's near store holds whole (l2_slices.near_copies); None: l2_read_peak_gbps
+    l2_near_read_peak_gbps: float | None = None
 
     def __post_init__(self) -> None:
-        for name in ("l1_peak_bytes_per_cycle_per_sm", "l2_read_peak_gbps", "l2_write_peak_gbps"):
+        for name in (
+            "l1_peak_bytes_per_cycle_per_sm",
+            "l2_read_peak_gbps",
+            "l2_write_peak_gbps",
+            "l2_near_read_peak_gbps",
+        ):
             value = getattr(self, name)
             if value is not None and value <= 0:
                 raise ProfileError(

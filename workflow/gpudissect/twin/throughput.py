@@ -43,6 +43,10 @@ def throughput_block(b: TopologyReader, *, sms: int, sm_mhz: float) -> dict[str,
         if value:
             out[key] = round(float(value), 3)
             cite[key] = b.cite("l2", f"{direction}_bandwidth_gbps")
+    near = b.value("l2", "near_read_bandwidth_gbps")
+    if near:  # the l2_near footprint: each SM's reads served by its own partition
+        out["l2_near_read_peak_gbps"] = round(float(near), 3)
+        cite["l2_near_read_peak_gbps"] = b.cite("l2", "near_read_bandwidth_gbps")
     l1 = b.value("l1d", "read_bandwidth_gbps")
     if l1:
         out["l1_peak_bytes_per_cycle_per_sm"] = round(l1 * 1000.0 / (sms * sm_mhz), 3)
