@@ -6,6 +6,7 @@ import json
 import re
 from pathlib import Path
 
+import numpy as np
 import pytest
 import yaml
 
@@ -249,6 +250,7 @@ def test_cycle_counts_within_a_profiles_whole_cycle_rounding_agree():
             "l1_tlb": {
                 "miss_penalty_cycles": _entry(9.5, "tlbs", "cycles"),
                 "hit_latency_cycles": _entry(9.5, "tlbs", "cycles"),
+                "switch_penalty_cycles": _entry(3.0, "tlbs", "cycles"),
             },
             "l1d": {"fetch_granularity_bytes": _entry(9.5, "caches", "bytes")},
         }
@@ -273,6 +275,9 @@ def test_cycle_counts_within_a_profiles_whole_cycle_rounding_agree():
     )
     assert status["l1_tlb.hit_latency_cycles"][0] == "differ"
     assert status["l1d.fetch_granularity_bytes"][0] == "differ"
+    # a cycle count the twin's topology does not carry at all differs, undetermined there
+    assert status["l1_tlb.switch_penalty_cycles"][0] == "differ"
+    assert "undetermined on the twin" in status["l1_tlb.switch_penalty_cycles"][1]
 
 
 def _run_config(**entry):
@@ -459,4 +464,66 @@ def test_near_hits_in_two_groups_become_slices_of_two_latencies():
     table, line = block["index"]["sets_of_lines"], profile["caches"]["l2"]["line_bytes"]
     for i in range(0, len(table), 97):
         assert block["slice_partition"][table[i]] == bin((i * line) & mask).count("1") % 2
-    assert block["far_cycles"] == round(l2["far_hit_latency_cycles"]["value"] - fast)
+    # every slice holds as many lines of a period as the others of its partition (within one)
+    counts = np.bincount(table, minlength=slices)
+    for p in (0, 1):
+        mine = [c for c, q in zip(counts, block["slice_partition"], strict=True) if q == p]
+        assert max(mine) - min(mine) <= 1
+    if (l2.get("home_lines_share_capacity") or {}).get("value") is not True:
+        assert block["far_cycles"] == round(l2["far_hit_latency_cycles"]["value"] - fast)
+
+
+@pytest.mark.parametrize("home_lines", [True, False])
+def test_partitions_that_hold_their_home_lines_make_the_stores_the_l2(home_lines):
+    """Where the footprint sweep split by partition read the near partition's capacity as its
+    home lines and the copies alike, the twin's stores are the L2: each between the near size
+    and half the L2 size, the far term the slice map's far penalty, DRAM the miss of a line
+    homed near. Otherwise copies in front of the L2, the far term from the far plateau."""
+    topo = copy.deepcopy(_topology("h200"))
+    l2 = topo["elements"]["l2"]
+    l2["home_lines_share_capacity"] = _entry(home_lines, "l2_slices", None)
+    l2["near_home_miss_latency_cycles"] = _entry(577.0, "l2_slices", "cycles")
+    l2["far_penalty_cycles"] = _entry(171.0, "l2_slices", "cycles")
+    profile = twin_profile(topo, name="t").profile
+    block = profile["l2_slices"]
+    near, size = l2["near_size_bytes"]["value"], l2["size_bytes"]["value"]
+    store = block["near_copies"]["size_bytes"]
+    if home_lines:
+        assert block["near_copies"]["home_lines"] is True
+        assert block["far_cycles"] == 171
+        assert profile["dram"]["latency_cycles"] == 577
+        assert min(near, size / 2) * 0.99 <= store <= max(near, size / 2) * 1.01
+    else:
+        assert "home_lines" not in block["near_copies"]
+        fast = l2["near_hit_groups"]["value"][0]
+        assert block["far_cycles"] == round(l2["far_hit_latency_cycles"]["value"] - fast)
+        assert profile["dram"]["latency_cycles"] == round(l2["miss_latency_cycles"]["value"])
+        assert store == pytest.approx(near, rel=0.01)
+
+
+def test_a_store_of_home_lines_spreads_each_partitions_lines_over_every_set():
+    # a fold of 2**13 sets over the line address, and a partition function of five bits each
+    # alone in its fold class below 2**24: the parity of five set bits is then the partition,
+    # so one partition's lines of the first 16 MiB reach half the sets; balanced, all of them
+    from gpudissect.twin.blocks import balanced_masks
+    from gpudissect.twin.defaults import fold_masks
+
+    line, sets = 128, 1 << 13
+    partition = sum(1 << b for b in (12, 13, 15, 17, 19))
+    lines = np.arange(0, 1 << 24, line, dtype=np.uint64)
+
+    def parity(m):
+        return np.bitwise_count(lines & np.uint64(m)).astype(np.int64) & 1
+
+    def reached(masks):
+        index = np.zeros(len(lines), np.int64)
+        for k, m in enumerate(masks):
+            index |= parity(m) << k
+        home = parity(partition)
+        return [len(np.unique(index[home == p])) for p in (0, 1)]
+
+    folded = fold_masks(sets, line)
+    assert reached(folded) == [sets // 2, sets // 2]
+    balanced = balanced_masks(folded, partition, low=7, limit=24)
+    assert len(balanced) == len(folded)
+    assert reached(balanced) == [sets, sets]

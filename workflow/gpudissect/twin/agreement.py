@@ -162,7 +162,7 @@ def _status(element, quantity, entry, mine, ran, *, cycles=False) -> dict[str, s
         return {"status": "not compared", "why": f"{experiment} did not run on the twin"}
     if mine.get("value") is not None and agrees(entry["value"], mine["value"]):
         return {"status": "agree", "why": ""}
-    if cycles and _within_rounding(entry["value"], mine["value"]):
+    if cycles and _within_rounding(entry["value"], mine.get("value")):
         return {"status": "agree", "why": "within the profile's whole-cycle rounding"}
     why = READ_DIFFERENTLY if (element, quantity) in MODELLED else NO_MECHANISM
     out = {"status": "differ", "why": why}

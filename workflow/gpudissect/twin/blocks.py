@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
+
 from . import defaults as D
 from .reading import TopologyReader, round_int
 
@@ -225,14 +227,14 @@ def near_group_base(b: TopologyReader) -> float | None:
 
 def _near_groups(b, out, cite, mask, far) -> dict[str, Any] | None:
     """Slices of their own latency where the footprint sweep split the near hits into a fast
-    and a slow group by address: per partition, the measured slice count's half (two where the
-    slices are undetermined), the measured share of them slow (slice_cycles slow - fast); a
-    line's partition is the measured XOR of address bits, its slice within the partition a
-    seeded choice (a table over one period of the function); the far term counts from the fast
-    group. The groups' own spread is not carried: the run does not tell how much of it is per
-    address and how much per access (spread per slice, the paired-address reading of the TLBs
-    keeps the L1 TLB's misses; per access, it loses them). None where the run did not split
-    the near hits."""
+    and a slow group by address: per partition, the measured slice count's half (two where
+    the slices are undetermined), the measured share of them slow (slice_cycles slow - fast);
+    a line's partition is the measured XOR of address bits, its slice within the partition a seeded
+    choice that gives every slice of a partition as many of its lines (a table over one period
+    of the function); the far term counts from the fast group. The groups' own spread is not
+    carried: the run does not tell how much of it is per address and how much per access (spread
+    per slice, the paired-address reading of the TLBs keeps the L1 TLB's misses; per access, it
+    loses them). None where the run did not split the near hits."""
     base = near_group_base(b)
     line = int(b.value("l2", "line_bytes") or D.DEFAULT_LINE_BYTES)
     period = 1 << max(mask.bit_length(), line.bit_length())
@@ -248,8 +250,15 @@ def _near_groups(b, out, cite, mask, far) -> dict[str, Any] | None:
         round_int(slow - fast) if k % per >= per - slow_per else 0 for k in range(2 * per)
     ]
     lines = period // line
-    within = rng.integers(0, per, lines)
-    table = [(bin((i * line) & mask).count("1") & 1) * per + int(within[i]) for i in range(lines)]
+    parity = [bin((i * line) & mask).count("1") & 1 for i in range(lines)]
+    # each slice of a partition holds as many of its lines as the others (within one), in a
+    # seeded order: the share of lines in slow slices is the share of slow slices
+    table = [0] * lines
+    for p in (0, 1):
+        mine = [i for i in range(lines) if parity[i] == p]
+        order = rng.permutation(np.resize(np.arange(per), len(mine)))
+        for i, k in zip(mine, order, strict=True):
+            table[i] = p * per + int(k)
     cite["slices"] = (
         (
             b.cite("l2", "slices")
@@ -348,6 +357,9 @@ def l2_slices_block(b: TopologyReader, *, sms: int) -> dict[str, Any] | None:
             "l2_slices.slices", "one slice per partition: the run left the slices undetermined"
         )
     near_size = b.value("l2", "near_size_bytes")
+    home_lines = _home_lines(b, near_size)
+    if home_lines is not None:
+        near_size = home_lines["size_bytes"]
     if near_size:
         line = int(b.value("l2", "line_bytes") or D.DEFAULT_LINE_BYTES)
         lines = int(near_size) // line
@@ -358,7 +370,10 @@ def l2_slices_block(b: TopologyReader, *, sms: int) -> dict[str, Any] | None:
         sets = lines & -lines
         while sets > 1 and lines // sets < 8:
             sets //= 2
-        if lines // sets > 512:
+        if lines // sets > 512 and home_lines is not None:
+            # a derived size, not a measured one: the sets whose whole ways come closest
+            sets = _closest_sets(lines)
+        elif lines // sets > 512:
             sets = 1 << max((lines // 16).bit_length() - 1, 0)
         ways = max(round(lines / sets), 1)
         out["near_copies"] = {"size_bytes": ways * sets * line, "ways": ways}
@@ -375,5 +390,100 @@ def l2_slices_block(b: TopologyReader, *, sms: int) -> dict[str, Any] | None:
             + "; a footprint up to it hits near, beyond it far until the L2 size: the lines an "
             "SM reads are copied into its partition, which holds this much"
         )
+    if home_lines is not None and "near_copies" in out:
+        out["near_copies"]["home_lines"] = True
+        index = out["near_copies"].get("index")
+        if index is not None:
+            # a store holds the lines homed in its partition: they must spread over all its
+            # sets, so no parity of the set bits may follow the partition function, over the
+            # bits of the largest power of two within the store (a footprint from the store's
+            # size up is blocks of that many bytes, each the same spread XOR a constant)
+            limit = int(out["near_copies"]["size_bytes"]).bit_length() - 1
+            index["masks"] = balanced_masks(
+                index["masks"], mask, low=line.bit_length() - 1, limit=limit
+            )
+        out["far_cycles"] = home_lines["far_cycles"]
+        cite["near_copies"] = home_lines["cite"]
+        cite["far_cycles"] = home_lines["far_cite"]
     out["cite"] = cite
     return out
+
+
+def _closest_sets(lines: int) -> int:
+    """The power-of-two set count, of 8-512 ways each, whose whole ways come closest to
+    ``lines`` (the more sets where two come as close)."""
+    candidates = [1 << k for k in range(max(lines.bit_length(), 1)) if 8 <= lines / (1 << k) <= 512]
+    if not candidates:
+        return 1 << max((lines // 16).bit_length() - 1, 0)
+    return min(candidates, key=lambda s: (abs(round(lines / s) * s - lines), -s))
+
+
+def _home_lines(b: TopologyReader, near_size: Any) -> dict[str, Any] | None:
+    """Where the footprint sweep split by partition showed that a partition's capacity holds
+    its home lines and the copies alike (`l2.home_lines_share_capacity`): the sim's stores are
+    the L2 (`near_copies.home_lines`). One store holds one SM's whole footprint up to the near
+    size and the other partition's half of it up to half the L2 size, so its size is taken
+    midway between the two readings (each a bracket of the sweep); the far term is the slice
+    map's least-squares far penalty, the trip to the other partition alone. None otherwise."""
+    if b.value("l2", "home_lines_share_capacity") is not True or not near_size:
+        return None
+    penalty, size = b.value("l2", "far_penalty_cycles"), b.value("l2", "size_bytes")
+    if penalty is None or not size:
+        return None
+    store = (float(near_size) + float(size) / 2) / 2
+    return {
+        "size_bytes": int(store),
+        "far_cycles": max(round_int(penalty), 0),
+        "cite": f"derived: (near size + L2 size / 2) / 2 = ({near_size} + {size} / 2) / 2 ("
+        f"{b.cite('l2', 'near_size_bytes')}; {b.cite('l2', 'size_bytes')}); each partition's "
+        "store holds its home lines and the copies alike ("
+        + b.cite("l2", "home_lines_share_capacity")
+        + ")",
+        "far_cite": b.cite("l2", "far_penalty_cycles")
+        + " (the trip to the other partition; the far level of the footprint sweep mixes it "
+        "with the near partition's misses)",
+    }
+
+
+def _reduce(vectors: list[int], v: int) -> tuple[list[int], int]:
+    """Gaussian elimination over GF(2): the basis of ``vectors`` (by leading bit) and ``v``
+    reduced by it (0 where ``v`` is in their span)."""
+    basis: dict[int, int] = {}
+    for x in vectors:
+        while x:
+            top = x.bit_length() - 1
+            if top not in basis:
+                basis[top] = x
+                break
+            x ^= basis[top]
+    while v:
+        top = v.bit_length() - 1
+        if top not in basis:
+            break
+        v ^= basis[top]
+    return list(basis.values()), v
+
+
+def balanced_masks(masks: list[int], partition_mask: int, *, low: int, limit: int) -> list[int]:
+    """XOR index masks under which the lines of either partition spread over every set: over
+    the address bits ``low``..``limit - 1``, the partition mask
+    outside the masks' span and the masks independent. Where the given ones fail, one address
+    bit outside the partition mask is added to the first mask (and bit) that passes."""
+    window = ((1 << limit) - 1) ^ ((1 << low) - 1)
+
+    def fits(ms: list[int]) -> bool:
+        cut = [m & window for m in ms]
+        basis, rest = _reduce(cut, partition_mask & window)
+        return len(basis) == len(ms) and rest != 0
+
+    if fits(masks):
+        return list(masks)
+    for i in range(len(masks)):
+        for bit in range(low, limit):
+            if partition_mask >> bit & 1:
+                continue
+            trial = list(masks)
+            trial[i] ^= 1 << bit
+            if fits(trial):
+                return trial
+    return list(masks)

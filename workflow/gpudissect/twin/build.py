@@ -409,16 +409,28 @@ def _l2_path_latencies(b: TopologyReader, l2: dict, firsts: list, const: list) -
 def _dram(b: TopologyReader) -> dict[str, Any]:
     out: dict[str, Any] = {"cite": {}}
     miss = b.value("l2", "miss_latency_cycles")
-    out["latency_cycles"] = (
-        round_int(miss)
-        if miss is not None
-        else 4 * round_int(b.value("l2", "hit_latency_cycles") or 100)
-    )
-    out["cite"]["latency_cycles"] = (
-        b.cite("l2", "miss_latency_cycles") + " (a load that misses the L2 reads DRAM)"
-        if miss is not None
-        else b.assume("dram.latency_cycles", "four L2 hit latencies: no L2 miss latency measured")
-    )
+    home_miss = b.value("l2", "near_home_miss_latency_cycles")
+    if b.value("l2", "home_lines_share_capacity") is True and home_miss is not None:
+        # the pooled miss level mixes the lines homed near with those that add the far trip
+        out["latency_cycles"] = round_int(home_miss)
+        out["cite"]["latency_cycles"] = (
+            b.cite("l2", "near_home_miss_latency_cycles")
+            + " (a line homed in the SM's partition that misses the L2 reads DRAM; one homed "
+            "in the other adds the far term)"
+        )
+    else:
+        out["latency_cycles"] = (
+            round_int(miss)
+            if miss is not None
+            else 4 * round_int(b.value("l2", "hit_latency_cycles") or 100)
+        )
+        out["cite"]["latency_cycles"] = (
+            b.cite("l2", "miss_latency_cycles") + " (a load that misses the L2 reads DRAM)"
+            if miss is not None
+            else b.assume(
+                "dram.latency_cycles", "four L2 hit latencies: no L2 miss latency measured"
+            )
+        )
     size = b.value("dram", "size_bytes")
     if size:
         out["size_bytes"] = int(size)
