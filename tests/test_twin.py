@@ -275,6 +275,21 @@ def test_cycle_counts_within_a_profiles_whole_cycle_rounding_agree():
     )
     assert status["l1_tlb.hit_latency_cycles"][0] == "differ"
     assert status["l1d.fetch_granularity_bytes"][0] == "differ"
+    # lists of bytes agree element by element; masks only when equal
+    gpu["elements"]["l2"] = {
+        "latency_steps_bytes": _entry([28508160, 58982400], "tlbs"),
+        "slice_linear_masks": _entry([0xAB000], "tlbs", None),
+    }
+    twin["elements"]["l2"] = {
+        "latency_steps_bytes": _entry([28508160, 57999360], "tlbs"),
+        "slice_linear_masks": _entry([0xAB001], "tlbs", None),
+    }
+    status = {
+        f"{r['element']}.{r['quantity']}": (r["status"], r["why"])
+        for r in compare_topologies(gpu, twin)["rows"]
+    }
+    assert status["l2.latency_steps_bytes"][0] == "agree"
+    assert status["l2.slice_linear_masks"][0] == "differ"
     # a cycle count the twin's topology does not carry at all differs, undetermined there
     assert status["l1_tlb.switch_penalty_cycles"][0] == "differ"
     assert "undetermined on the twin" in status["l1_tlb.switch_penalty_cycles"][1]
@@ -527,3 +542,17 @@ def test_a_store_of_home_lines_spreads_each_partitions_lines_over_every_set():
     balanced = balanced_masks(folded, partition, low=7, limit=24)
     assert len(balanced) == len(folded)
     assert reached(balanced) == [sets, sets]
+
+
+@pytest.mark.parametrize("readonly_miss", [288.0, 301.0])
+def test_an_l1_level_path_whose_miss_differs_from_the_ca_paths_gets_its_own_l2_latency(
+    readonly_miss,
+):
+    # the H200's L2 hit is a median over two address groups (292.5 cycles), its ca-path L1
+    # miss 286: a read-only miss of 301 is within 3 % of the median but 5 % above the ca
+    # path's, so the read-only path reaches the L2 at a latency of its own; 288 does not
+    topo = copy.deepcopy(_topology("h200"))
+    topo["elements"]["readonly"]["miss_latency_cycles"] = _entry(readonly_miss, "caches", "cycles")
+    topo["elements"]["l1d"]["miss_latency_cycles"] = _entry(286.0, "caches", "cycles")
+    paths = twin_profile(topo, name="t").profile["caches"]["l2"].get("path_latency_cycles", {})
+    assert paths.get("nc") == (301 if readonly_miss == 301.0 else None)

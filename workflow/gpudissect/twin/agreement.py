@@ -77,7 +77,17 @@ def compare_topologies(real: dict[str, Any], twin: dict[str, Any]) -> dict[str, 
                 "gpu_experiment": entry.get("experiment"),
                 "twin_experiment": mine.get("experiment"),
             }
-            row.update(_status(element, quantity, entry, mine, ran, cycles=row["unit"] == "cycles"))
+            row.update(
+                _status(
+                    element,
+                    quantity,
+                    entry,
+                    mine,
+                    ran,
+                    cycles=row["unit"] == "cycles",
+                    measure=row["unit"] in MEASURES,
+                )
+            )
             rows.append(row)
     rows += _by_carveout_rows(real, twin, ran)
     counts = {s: sum(r["status"] == s for r in rows) for s in STATUSES}
@@ -93,7 +103,8 @@ def compare_topologies(real: dict[str, Any], twin: dict[str, Any]) -> dict[str, 
             "backend": twin.get("backend"),
         },
         "rule": "numbers agree within 3% (the topology's reconciliation rule) or, in cycles, "
-        "within the half cycle of a profile's whole-cycle rounding; others when equal",
+        "within the half cycle of a profile's whole-cycle rounding; lists of bytes or cycles "
+        "element by element; others when equal",
         "counts": counts,
         "rows": rows,
         "open_questions": [
@@ -142,12 +153,26 @@ def _by_carveout_rows(real: dict[str, Any], twin: dict[str, Any], ran: set[str])
     return rows
 
 
+# units whose lists are compared element by element (masks and names stay exact)
+MEASURES = ("bytes", "cycles")
+
+
 def _within_rounding(a: Any, b: Any) -> bool:
     numeric = all(isinstance(v, int | float) and not isinstance(v, bool) for v in (a, b))
     return numeric and abs(a - b) <= CYCLE_ROUNDING
 
 
-def _status(element, quantity, entry, mine, ran, *, cycles=False) -> dict[str, str]:
+def _lists_agree(a: Any, b: Any) -> bool:
+    """Two lists of measures (bytes, cycles) of one length, element by element by the rule."""
+    return (
+        isinstance(a, list)
+        and isinstance(b, list)
+        and len(a) == len(b) > 0
+        and all(agrees(x, y) for x, y in zip(a, b, strict=True))
+    )
+
+
+def _status(element, quantity, entry, mine, ran, *, cycles=False, measure=False) -> dict:
     """status, why (short, for the table) and detail (the analysis's reason, where one is)."""
     if entry.get("value") is None:
         return {
@@ -162,6 +187,8 @@ def _status(element, quantity, entry, mine, ran, *, cycles=False) -> dict[str, s
         return {"status": "not compared", "why": f"{experiment} did not run on the twin"}
     if mine.get("value") is not None and agrees(entry["value"], mine["value"]):
         return {"status": "agree", "why": ""}
+    if measure and _lists_agree(entry["value"], mine.get("value")):
+        return {"status": "agree", "why": "each within the rule"}
     if cycles and _within_rounding(entry["value"], mine.get("value")):
         return {"status": "agree", "why": "within the profile's whole-cycle rounding"}
     why = READ_DIFFERENTLY if (element, quantity) in MODELLED else NO_MECHANISM

@@ -391,14 +391,21 @@ def _caches_and_paths(b: TopologyReader) -> tuple[dict[str, Any], dict[str, Any]
 
 def _l2_path_latencies(b: TopologyReader, l2: dict, firsts: list, const: list) -> None:
     """An L1-level miss is an L2 hit: where a path's miss latency differs from the L2's own hit
-    latency (Fermi's texture path reaches the L2 more slowly, NPC Table 5), the L2 has a latency
-    of its own on that path."""
+    latency (Fermi's texture path reaches the L2 more slowly, NPC Table 5) - for the L1-level
+    paths besides ca, from the ca path's L1 miss - the L2 has a latency of its own on that
+    path."""
     pairs = [(path, element) for path, element in firsts]
+    # the L1's miss on the ca path is the L2 hit the other L1-level paths are held against:
+    # the L2's own hit may be a median over address groups that the twin gives by slice
+    ca = next((b.value(e, "miss_latency_cycles") for p, e in firsts if p == "ca"), None)
     if const:
         pairs.append(("const", const[-1]))
     for path, element in pairs:
         miss = b.value(element, "miss_latency_cycles")
-        if miss is None or agrees(miss, l2["hit_latency_cycles"]):
+        reference = ca if ca is not None and path not in ("ca", "const") else None
+        if reference is None:
+            reference = l2["hit_latency_cycles"]
+        if miss is None or agrees(miss, reference):
             continue
         l2.setdefault("path_latency_cycles", {})[path] = round_int(miss)
         l2["cite"][f"path_latency_cycles.{path}"] = (
