@@ -11,6 +11,11 @@ after the other on the same machine, so the two are compared in the same hour. P
 time and the CPU time of every run (the second steadier on a host shared with other work).
 
     .venv/bin/python benchmarks/bench_pipeline.py [--only default|targets] [--server on|off|both]
+        [--jobs N]
+
+Each line carries the host's load averages before and after the run; `--jobs N` lists the run's
+N longest jobs (the CPU column counts a job's own processes, so it is near zero for a job the
+fork server ran: compare CPU per job with `--server off`).
 """
 
 from __future__ import annotations
@@ -38,6 +43,25 @@ TARGET_GOAL_S = 60.0
 def _fresh(work: Path) -> None:
     for out in ("results", "logs", ".snakemake"):
         shutil.rmtree(work / out, ignore_errors=True)
+
+
+def costliest_jobs(work: Path, count: int) -> list[tuple[float, float, str]]:
+    """The `count` longest jobs of the last run, from the rules' `benchmark:` files: (wall s,
+    CPU s, rule/wildcards), longest first. The CPU is that of the job's own process tree: a job
+    the fork server ran shows almost none there (its work ran in the server's child)."""
+    jobs = []
+    for tsv in (work / "results" / "benchmarks").rglob("*.tsv"):
+        header, *rows = tsv.read_text().splitlines()
+        if not rows:
+            continue
+        values = dict(zip(header.split("\t"), rows[-1].split("\t"), strict=False))
+        name = str(tsv.relative_to(work / "results" / "benchmarks").with_suffix(""))
+        jobs.append((float(values["s"]), float(values.get("cpu_time", "nan")), name))
+    return sorted(jobs, reverse=True)[:count]
+
+
+def _load() -> str:
+    return "/".join(f"{x:.2f}" for x in os.getloadavg())
 
 
 def run_once(work: Path, target: str, cores: int, server: bool) -> tuple[float, float]:
@@ -80,6 +104,14 @@ def main() -> None:
         default="both",
         help="with the run's fork server, without it, or both one after the other (default)",
     )
+    parser.add_argument(
+        "--jobs",
+        type=int,
+        default=0,
+        metavar="N",
+        help="after each run, its N longest jobs (wall and CPU seconds, from the rules' "
+        "benchmark files)",
+    )
     args = parser.parse_args()
     servers = {"on": [True], "off": [False], "both": [True, False]}[args.server]
     with tempfile.TemporaryDirectory() as tmp:
@@ -103,13 +135,19 @@ def main() -> None:
             rows += [(f"study target {key}", key, 1, TARGET_GOAL_S) for key in STUDIES]
         for label, target, cores, goal in rows:
             for server in servers:
+                # the host's load averages (1, 5, 15 min) before and after: on a shared host
+                # the wall time is only as steady as they are
+                load_before = _load()
                 wall, cpu = run_once(work, target, cores, server)
                 how = "fork server" if server else "GPUDISSECT_FORKSERVER=off"
                 print(
                     f"{label}, --cores {cores}, {how}: {wall:.1f} s wall, {cpu:.1f} s CPU; "
-                    f"goal under {goal:.0f} s: {_verdict(wall, goal)}",
+                    f"goal under {goal:.0f} s: {_verdict(wall, goal)} "
+                    f"(load {load_before} before, {_load()} after)",
                     flush=True,
                 )
+                for job_wall, job_cpu, name in costliest_jobs(work, args.jobs):
+                    print(f"    {job_wall:6.1f} s wall {job_cpu:6.1f} s CPU  {name}")
 
 
 if __name__ == "__main__":
