@@ -119,3 +119,37 @@ def test_l1_size_writes_only_the_visited_elements():
     assert work.chain is None
     assert work.sparse_positions.tolist() == list(range(0, 7168, 32))
     assert work.warmup_steps == 224 and work.shared_buffer_bytes == 16384
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_sparse_walk_follows_every_link_as_a_lookup_table_does(seed):
+    # the walk, step by step through a dict of element -> next, against ChaseWork.walk on
+    # random sparse chains (positions unsorted), some of which run into an empty element
+    rng = np.random.default_rng(seed)
+    pos = rng.choice(5000, size=300, replace=False).astype(np.int64)
+    nxt = rng.choice(pos, size=300).astype(np.uint32)
+    if seed % 2:
+        nxt[rng.integers(300)] = 4999 if 4999 not in pos else 5000  # an empty element
+    table = dict(zip(pos.tolist(), nxt.tolist(), strict=True))
+    start = int(pos[rng.integers(300)])
+    work = ChaseWork(
+        path="ca",
+        chain=None,
+        start_index=start,
+        warmup_steps=0,
+        record_steps=4,
+        shared_buffer_bytes=1024,
+        array_elements=5001,
+        sparse_positions=pos,
+        sparse_next=nxt,
+    )
+    expected, j = [], start
+    for _ in range(2000):
+        expected.append(j)
+        if j not in table:
+            with pytest.raises(ValueError, match=f"reaches element {j},"):
+                work.walk(2000)
+            return
+        j = table[j]
+    assert work.walk(2000).tolist() == expected
+    assert work.walk(1).tolist() == [start] and work.walk(0).tolist() == []

@@ -84,15 +84,28 @@ class ChaseWork:
                 j = int(nxt[j])
             return out
         order = np.argsort(self.sparse_positions)
-        pos = self.sparse_positions[order]
+        pos = self.sparse_positions[order].astype(np.int64)
         nxt = self.sparse_next[order].astype(np.int64)
-        j = self.start_index
-        for k in range(steps):
-            out[k] = j
-            i = int(np.searchsorted(pos, j))
-            if i >= len(pos) or pos[i] != j:
-                raise ValueError(f"the sparse chain reaches element {j}, which holds no value")
-            j = int(nxt[i])
+        if steps <= 0:
+            return out
+        # each stored element's successor as an index into `pos`, found once for all of them
+        # (-1 where the successor holds no value); the walk then follows plain integers
+        succ = np.minimum(np.searchsorted(pos, nxt), len(pos) - 1)
+        succ = np.where(pos[succ] == nxt, succ, -1).tolist()
+        i = int(np.searchsorted(pos, self.start_index))
+        if i >= len(pos) or pos[i] != self.start_index:
+            raise ValueError(
+                f"the sparse chain reaches element {self.start_index}, which holds no value"
+            )
+        visited = [0] * steps
+        for k in range(steps - 1):
+            visited[k] = i
+            i = succ[i]
+            if i < 0:
+                bad = int(nxt[visited[k]])
+                raise ValueError(f"the sparse chain reaches element {bad}, which holds no value")
+        visited[steps - 1] = i
+        out[:] = pos[visited]
         return out
 
 
