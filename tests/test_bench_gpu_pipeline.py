@@ -88,13 +88,9 @@ def test_failed_jobs_reads_each_error_block(tmp_path):
         "Shutting down, this might take some time.\n"
         "    jobid: 99\n"
     )
-    import importlib.util
+    from benchmark_module import load_benchmark
 
-    spec = importlib.util.spec_from_file_location(
-        "bench_gpu_pipeline", REPO / "benchmarks" / "bench_gpu_pipeline.py"
-    )
-    bench = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(bench)
+    bench = load_benchmark("bench_gpu_pipeline")
     assert bench.failed_jobs(tmp_path) == [
         {
             "rule": "analyze_trace",

@@ -1,19 +1,11 @@
 """benchmarks/bench_pipeline.py's list of a run's longest jobs, read from the rules'
 benchmark files."""
 
-import importlib.util
-from pathlib import Path
-
-REPO = Path(__file__).resolve().parents[1]
+from benchmark_module import load_benchmark
 
 
 def _bench():
-    spec = importlib.util.spec_from_file_location(
-        "bench_pipeline", REPO / "benchmarks" / "bench_pipeline.py"
-    )
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_benchmark("bench_pipeline")
 
 
 HEADER = "s\th:m:s\tmax_rss\tmax_vms\tmax_uss\tmax_pss\tio_in\tio_out\tmean_load\tcpu_time"

@@ -406,14 +406,9 @@ def test_partner_shares_are_unchanged_on_every_search_of_the_h200_sweep(disturb)
 
 
 def _replay():
-    import importlib.util
+    from benchmark_module import load_benchmark
 
-    spec = importlib.util.spec_from_file_location(
-        "replay_host_work", REPO / "benchmarks" / "replay_host_work.py"
-    )
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_benchmark("replay_host_work")
 
 
 @pytest.mark.parametrize("name", ["l2_slices", "tlb_mappings", "l1_sets", "caches"])

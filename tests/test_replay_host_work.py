@@ -1,12 +1,12 @@
 """benchmarks/replay_host_work.py: an experiment replayed from its trace makes the same launches
 and rows, and a trace that does not fit the replay is refused."""
 
-import importlib.util
 from dataclasses import replace
 from pathlib import Path
 
 import pandas as pd
 import pytest
+from benchmark_module import load_benchmark
 
 from gpudissect.config import load
 from gpudissect.exceptions import TraceError
@@ -18,12 +18,7 @@ REPO = Path(__file__).resolve().parents[1]
 
 
 def _bench():
-    spec = importlib.util.spec_from_file_location(
-        "replay_host_work", REPO / "benchmarks" / "replay_host_work.py"
-    )
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_benchmark("replay_host_work")
 
 
 @pytest.fixture(scope="module")

@@ -258,13 +258,9 @@ def test_context_and_function_stand_ins():
 
 def test_gpu_benchmark_tabulates_a_logged_profile(classic_run, tmp_path):
     # benchmarks/bench_gpu_pipeline.py reads the profile back from a sweep's log
-    import importlib.util
+    from benchmark_module import load_benchmark
 
-    spec = importlib.util.spec_from_file_location(
-        "bench_gpu_pipeline", REPO / "benchmarks" / "bench_gpu_pipeline.py"
-    )
-    bench = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(bench)
+    bench = load_benchmark("bench_gpu_pipeline")
     _, records = classic_run
     log = tmp_path / "pchase_classic.log"
     log.write_text("\n".join(f"INFO gpudissect.sweep: {r.getMessage()}" for r in records) + "\n")
