@@ -174,6 +174,33 @@ def test_a_miss_penalty_follows_the_experiment_of_the_latencies(tmp_path):
     assert entry["other_readings"][0]["value"] == 274.0
 
 
+def test_one_populations_far_hit_and_miss_rank_before_the_pooled_plateaus(tmp_path):
+    # a partitioned L2 whose partitions hold their home lines: the footprint sweep's far
+    # plateau pools far hits (473) with near-homed DRAM misses (575), its DRAM plateau two miss
+    # levels (575, 751); the split by the partition function gives each population's level
+    pooled = {
+        "hit_latency_cycles": _q(292.5, "cycles"),
+        "far_hit_latency_cycles": _q(522.25, "cycles"),
+        "miss_latency_cycles": _q(712.0, "cycles"),
+    }
+    l2 = _doc(tmp_path, "l2", {"l2": pooled})
+    split = {
+        "far_hit_latency_cycles": _q(473.0, "cycles"),
+        "miss_latency_cycles": _q(575.15, "cycles"),
+        "miss_penalty_cycles": _q(288.15, "cycles"),
+    }
+    slices = _doc(tmp_path, "l2_slices", {"l2": split})
+    got = build_topology("d", [l2, slices], REGISTRY)["elements"]["l2"]
+    for name, entry in split.items():
+        assert (got[name]["value"], got[name]["experiment"]) == (entry["value"], "l2_slices")
+    (other,) = got["miss_latency_cycles"]["other_readings"]
+    assert (other["experiment"], other["value"], other["agrees"]) == ("l2", 712.0, False)
+    assert got["hit_latency_cycles"]["experiment"] == "l2"
+    # without the split's readings (no home lines, no partition function) the plateaus stand
+    alone = build_topology("d", [l2], REGISTRY)["elements"]["l2"]
+    assert alone["miss_latency_cycles"]["value"] == 712.0
+
+
 def _check_traceable(doc):
     """Every value of the document is the value at its pointer in its analysis document (or
     the difference of two there, or the driver's fact there)."""

@@ -96,6 +96,12 @@ def test_stores_holding_their_home_lines_read_as_shared_capacity(base_profile, w
     assert got["near_home_miss_latency_cycles"]["value"] == pytest.approx(DRAM)
     assert got["far_home_hit_latency_cycles"]["value"] == pytest.approx(HIT + FAR)
     assert got["far_home_miss_latency_cycles"]["value"] == pytest.approx(DRAM + FAR)
+    # the L2's far hit, miss and penalty are one population's each, not the pooled plateaus'
+    assert got["far_hit_latency_cycles"]["value"] == pytest.approx(HIT + FAR)
+    assert got["miss_latency_cycles"]["value"] == pytest.approx(DRAM)
+    assert got["miss_penalty_cycles"]["value"] == pytest.approx(DRAM - HIT)
+    pooled = np.median(trace.loc[trace["array_bytes"] == 96 * LINE, "latency_cycles"])
+    assert pooled not in (pytest.approx(HIT + FAR), pytest.approx(DRAM))
 
 
 def test_copies_in_front_of_the_l2_read_as_not_shared(base_profile, write_profile):
@@ -104,6 +110,8 @@ def test_copies_in_front_of_the_l2_read_as_not_shared(base_profile, write_profil
     got = partition_capacity(trace, _l2_doc(48, 256), [9])
     assert got["home_lines_share_capacity"]["value"] is False
     assert got["far_home_hit_latency_cycles"]["value"] is None
+    # the footprint sweep's own far and miss levels stand: the split reports none of its own
+    assert not {"far_hit_latency_cycles", "miss_latency_cycles", "miss_penalty_cycles"} & set(got)
 
 
 def test_without_a_partition_function_or_a_contiguous_walk_it_is_undetermined(

@@ -39,6 +39,14 @@ PRECEDENCE: dict[str, tuple[str, ...]] = {
         for q in ("slice_function", "slice_linear_masks", "slice_period_bytes")
         + ("predicted_contiguous_size_bytes",)
     },
+    # a partitioned L2 whose partitions hold their home lines: the far hit, the miss and its
+    # penalty of one population each, from the footprint sweep split by the partition function
+    # (`analysis.l2.partition_capacity`); the footprint sweep's own plateaus pool two
+    # populations each. Where the split does not decide that, l2_slices reports none of them
+    **{
+        f"l2.{q}": ("l2_slices", "l2")
+        for q in ("far_hit_latency_cycles", "miss_latency_cycles", "miss_penalty_cycles")
+    },
     # the L1's geometry and index first from `l1_sets` (eviction sets and the index solved over
     # GF(2)): its reason for an undetermined bit list ("hashed") is the one that holds
     **{

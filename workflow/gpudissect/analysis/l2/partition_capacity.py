@@ -13,6 +13,11 @@ accesses fall into the lines homed in the walking SM's partition and those homed
   far partition;
 - where copies sit in front of the L2 (false), both halves read the same far level.
 
+Where the home lines share the capacity, the footprint sweep's far plateau pools the far-homed
+lines' hits with the near-homed lines' DRAM misses, and its DRAM plateau two miss levels: its
+medians fall between populations. The L2's far hit latency, miss latency and miss penalty are
+then each one population's, from this split (the topology ranks them first).
+
 The split needs the walk's physical address bits below 2 MiB: the sweep's contiguous placement
 walks one mapping of 2 MiB-aligned physical chunks (`experiments.l2`), where an element's offset
 in the walk is its offset in the chunk. With the allocator's placement the split is
@@ -137,17 +142,20 @@ def partition_capacity(
             f"others still hit: the near partition's capacity holds its home lines and the "
             f"copies alike; {evidence}",
         )
+        near_miss = _level(
+            lv, own, "far", "dram", evidence, "a line homed in the SM's partition, missed"
+        )
+        far_hit = _level(
+            lv, other, "far", None, evidence, "a line homed in the other partition, a hit"
+        )
         return {
             "home_lines_share_capacity": reading,
-            "near_home_miss_latency_cycles": _level(
-                lv, own, "far", "dram", evidence, "a line homed in the SM's partition, missed"
-            ),
-            "far_home_hit_latency_cycles": _level(
-                lv, other, "far", None, evidence, "a line homed in the other partition, a hit"
-            ),
+            "near_home_miss_latency_cycles": near_miss,
+            "far_home_hit_latency_cycles": far_hit,
             "far_home_miss_latency_cycles": _level(
                 lv, other, "dram", None, evidence, "a line homed in the other partition, missed"
             ),
+            **_unpooled(lv, own, near_miss, far_hit),
         }
     if not missing and len(hitting) == 2 and _close(lv[0, "far"][0], lv[1, "far"][0]):
         out = _all(
@@ -164,6 +172,38 @@ def partition_capacity(
         )
         return out
     return _all(f"the halves fit neither reading; {evidence}")
+
+
+def _unpooled(lv, own: int, near_miss: dict, far_hit: dict) -> dict[str, Any]:
+    """The L2's far hit, miss latency and miss penalty of one population each, where the
+    partitions hold their home lines: the footprint sweep's far plateau pools the far-homed
+    lines' hits with the near-homed lines' DRAM misses, and its DRAM plateau the near-homed
+    lines' misses with the far-homed lines' (which add the far trip), so their medians fall
+    wherever the halves' shares and spreads put them, between the populations."""
+    pooled = (
+        "; the l2 analysis's {} plateau pools this population with the other half's {} "
+        "(a median between the two, which moves with their shares)"
+    )
+    hit = lv[own, "near"][0]
+    miss = near_miss["value"]
+    return {
+        "far_hit_latency_cycles": {
+            **far_hit,
+            "evidence": far_hit["evidence"] + pooled.format("far", "DRAM misses"),
+        },
+        "miss_latency_cycles": {
+            **near_miss,
+            "evidence": near_miss["evidence"] + pooled.format("DRAM", "misses plus the far trip"),
+        },
+        "miss_penalty_cycles": quantity(
+            round(miss - hit, 2),
+            unit="cycles",
+            confidence=1.0,
+            method=METHOD + "; the miss level minus the hit level of the same lines",
+            evidence=f"{miss} - {hit:.2f} cycles: the lines homed in the SM's partition (home "
+            f"{own}), their DRAM level minus their near-plateau hit",
+        ),
+    }
 
 
 def _level(lv, home, plateau, also, evidence, what) -> dict[str, Any]:
