@@ -295,6 +295,36 @@ def test_cycle_counts_within_a_profiles_whole_cycle_rounding_agree():
     assert "undetermined on the twin" in status["l1_tlb.switch_penalty_cycles"][1]
 
 
+def test_a_headline_l1_size_is_compared_beside_the_gpus_shared_buffer():
+    # the GPU's reading beside no shared buffer (bandwidth) was undetermined, so its headline
+    # is cache_stage1's beside a 16 KiB buffer; the twin's bandwidth reading is determined, so
+    # its headline is the larger L1 beside none: the twin's reading beside 16 KiB is compared
+    def headline(value, experiment, buffer):
+        return {
+            **_entry(value, experiment),
+            "carveout_pct": 0,
+            "shared_buffer_bytes": buffer,
+            "headline": "the largest L1 a kernel gets",
+        }
+
+    gpu = _topo({"l1d": {"size_bytes": headline(222208, "cache_stage1", 16384)}})
+    beside = {**_entry(222208), "carveout_pct": 0, "shared_buffer_bytes": 16384}
+    twin = _topo(
+        {"l1d": {"size_bytes": headline(253952, "bandwidth", 0) | {"other_readings": [beside]}}}
+    )
+    (row,) = compare_topologies(gpu, twin)["rows"]
+    assert (row["status"], row["twin"], row["twin_experiment"]) == ("agree", 222208, "cache_stage1")
+    assert "253952 B from bandwidth beside 0 B" in row["why"]
+    # beside the GPU's buffer the twin reads another size: that differs
+    beside["value"] = 190000
+    (row,) = compare_topologies(gpu, twin)["rows"]
+    assert (row["status"], row["twin"]) == ("differ", 190000)
+    # with no twin reading beside the GPU's buffer, the headlines are compared as they are
+    twin["elements"]["l1d"]["size_bytes"]["other_readings"] = []
+    (row,) = compare_topologies(gpu, twin)["rows"]
+    assert (row["status"], row["twin"]) == ("differ", 253952)
+
+
 def _run_config(**entry):
     return {"devices": [{"name": "gpu0", "backend": "cuda", "index": 0, "arch": "sm_90", **entry}]}
 

@@ -68,6 +68,7 @@ def compare_topologies(real: dict[str, Any], twin: dict[str, Any]) -> dict[str, 
     for element, quantities in sorted((real.get("elements") or {}).items()):
         for quantity, entry in sorted(quantities.items()):
             mine = ((twin.get("elements") or {}).get(element) or {}).get(quantity) or {}
+            mine, headline = _at_headline(entry, mine)
             row = {
                 "element": element,
                 "quantity": quantity,
@@ -88,6 +89,8 @@ def compare_topologies(real: dict[str, Any], twin: dict[str, Any]) -> dict[str, 
                     measure=row["unit"] in MEASURES,
                 )
             )
+            if headline:
+                row["why"] = f"{row['why']}; {headline}" if row["why"] else headline
             rows.append(row)
     rows += _by_carveout_rows(real, twin, ran)
     counts = {s: sum(r["status"] == s for r in rows) for s in STATUSES}
@@ -115,6 +118,37 @@ def compare_topologies(real: dict[str, Any], twin: dict[str, Any]) -> dict[str, 
             if r["status"] == "differ"
         ],
     }
+
+
+def _condition(reading: dict[str, Any], chosen: dict[str, Any]) -> tuple:
+    """(carveout, shared buffer) a reading was measured at (an other reading that names
+    neither was measured at the chosen reading's)."""
+    return tuple(reading.get(k, chosen.get(k)) for k in ("carveout_pct", "shared_buffer_bytes"))
+
+
+def _at_headline(entry: dict[str, Any], mine: dict[str, Any]) -> tuple[dict[str, Any], str]:
+    """The twin's reading of a headline L1 size (the largest a kernel gets, `reconcile`) made
+    where the GPU's headline was measured (carveout and shared buffer), and a note when it is
+    not the twin's own headline: the two headlines may come from different shared partitions
+    (the GPU's reading beside no shared buffer undetermined, the twin's determined), and sizes
+    beside different partitions are not one quantity. Otherwise the twin's entry as it is."""
+    if "headline" not in entry or not mine:
+        return mine, ""
+    want = _condition(entry, entry)
+    if _condition(mine, mine) == want:
+        return mine, ""
+    readings = [r for r in (mine.get("other_readings") or ()) if r.get("value") is not None]
+    same = [r for r in readings if _condition(r, mine) == want]
+    same.sort(key=lambda r: r.get("experiment") != entry.get("experiment"))
+    if not same:
+        return mine, ""
+    pct, buffer = want
+    theirs = mine.get("shared_buffer_bytes")
+    return same[0], (
+        f"compared at the GPU's headline condition (carveout {pct}%, {buffer} B of shared "
+        f"memory, {same[0].get('experiment')}); the twin's headline, {mine.get('value')} B "
+        f"from {mine.get('experiment')} beside {theirs} B, has no determined GPU reading there"
+    )
 
 
 def _carveout_points(doc: dict[str, Any], element: str) -> dict[tuple, dict[str, Any]]:
