@@ -14,7 +14,18 @@ from gpudissect.analysis.common.misses import binom_sf
 from gpudissect.analysis.l2 import l2_shares as l2s
 from gpudissect.analysis.tlb import tlb_mappings as tm
 from gpudissect.analysis.tlb import tlb_shift
-from gpudissect.analysis.tlb.tlb_levels import Level, find_levels, robust_sigma
+from gpudissect.analysis.tlb.tlb import _slow_threshold
+from gpudissect.analysis.tlb.tlb_levels import (
+    Level,
+    at_or_above,
+    find_levels,
+    level_containing,
+    miss_spacing,
+    misses_per_traversal,
+    robust_sigma,
+)
+from gpudissect.analysis.tlb.tlb_pages import merge_into_base
+from gpudissect.analysis.tlb.tlb_walks import SeriesWalks
 from gpudissect.experiments import pointer_walk as pw
 from gpudissect.experiments.pointer_walk import SECTOR_BYTES, WORD_BYTES
 
@@ -108,7 +119,7 @@ def shift_onsets_before(
             for among, whole in tlb_shift._risen_candidates(
                 common, over, int(stride), null_before, alpha, min_addresses, unit_classes
             ):
-                onset = tlb_shift._onset(
+                onset = _onset_before(
                     int(stride), (a, ms[i + 1], ms[i + 2]), by_m, common, d, among,
                     sigma=sigma, sigma_before=sigma_before, min_shift_cycles=min_shift_cycles,
                     min_addresses=min_addresses, spacing_share=spacing_share, whole=whole,
@@ -118,6 +129,90 @@ def shift_onsets_before(
                     break
             if out and out[-1].stride_bytes == stride:
                 break
+    return out
+
+
+def _onset_before(
+    stride, walks, by_m, common, d, among, *, sigma, sigma_before, min_shift_cycles,
+    min_addresses, spacing_share, whole=False,
+):  # fmt: skip
+    a, b, c = walks
+    if whole:
+        rise = d[among]
+        if rise.size < min_addresses or np.median(rise) < min_shift_cycles:
+            return None
+        cut = 0.5 * float(np.median(rise))
+        risen = among
+    else:
+        rise = d[(d > 3 * sigma_before) & among]
+        if rise.size < min_addresses or np.median(rise) < min_shift_cycles:
+            return None
+        cut = max(3 * sigma_before, min(3 * sigma, 0.25 * float(np.median(rise))))
+        risen = (d > cut) & among
+    shifted = common[risen]
+    if shifted.size < min_addresses:
+        return None
+    later = by_m[c].reindex(shifted) - by_m[a][shifted]
+    if float(np.nanmedian(later.to_numpy(np.float64))) < cut:
+        return None
+    addr = np.sort(shifted.to_numpy(np.int64)) * tlb_shift.ELEMENT_BYTES
+    values, counts = np.unique(np.diff(addr), return_counts=True)
+    k = int(np.argmax(counts))
+    share = float(counts[k] / counts.sum())
+    if share < spacing_share:
+        return None
+    return tlb_shift.ShiftOnset(
+        stride, a, b, tuple(int(x) for x in addr), int(common.size), float(np.median(d[risen])),
+        float(cut), int(values[k]), share,
+    )  # fmt: skip
+
+
+def latency_levels_before(df):
+    ref = df.loc[df["elements"] <= 3, "latency_cycles"].to_numpy(np.float64)
+    lat = df["latency_cycles"].to_numpy(np.float64)
+    if ref.size == 0:
+        ref = lat[:64]
+    base, sigma, _ = _slow_threshold(lat, ref)
+    levels = merge_into_base(find_levels(lat, sigma=sigma), (base.lo, base.hi))
+    b = level_containing(levels, base.center)
+    if b is None:
+        levels = sorted([*levels, base], key=lambda lv: lv.center)
+        b = levels.index(base)
+    return levels, b
+
+
+def threshold_onsets_before(df, levels, base):
+    stride = int(df["stride_bytes"].iloc[0])
+    elements = df["elements"].to_numpy(np.int64)
+    lat = df["latency_cycles"].to_numpy(np.float64)
+    order = np.lexsort((df["step"].to_numpy(np.int64), elements))
+    elements, lat = elements[order], lat[order]
+    cuts = np.flatnonzero(np.diff(elements)) + 1
+    walks = {
+        int(e[0]): x[1:] for e, x in zip(np.split(elements, cuts), np.split(lat, cuts), strict=True)
+    }
+    ms = sorted(walks)
+    longest = df[df["elements"] == ms[-1]].sort_values("step").iloc[1:]
+    out = []
+    for k in range(base + 1, len(levels)):
+        misses = {
+            m: misses_per_traversal(at_or_above(x, levels, k), m)[0] for m, x in walks.items()
+        }
+        first = None
+        for m in reversed(ms):
+            if misses[m] < tm.MIN_MISSES:
+                break
+            first = m
+        if first is not None:
+            first = tm._above_tail(ms, misses, first)
+        if first is None:
+            continue
+        before = [m for m in ms if m < first]
+        spacing, _ = miss_spacing(
+            longest["position"].to_numpy(np.int64) * tm.ELEMENT_BYTES,
+            at_or_above(longest["latency_cycles"].to_numpy(np.float64), levels, k),
+        )
+        out.append(tm.Onset(k - base, before[-1] if before else None, first, stride, None, spacing))
     return out
 
 
@@ -301,24 +396,42 @@ def test_shift_onsets_is_unchanged_on_the_h200_walks(spread):
 
 
 @pytest.mark.parametrize("spread", [0, 3])
-def test_onset_brackets_with_the_sweeps_memo_are_unchanged_round_by_round(spread):
-    # the sweep reads one series' walks after every round, its memo kept between rounds: each
-    # series' walks here in the order they were made, read after every tenth walk
+def test_the_sweeps_series_walks_read_round_by_round_are_unchanged(spread):
+    # the sweep keeps each series' walks (SeriesWalks) between rounds and reads them after
+    # every round: here each series' walks added in the order they were made, read after every
+    # tenth walk, against the series' rows so far read by the reference implementations
     walks = _jittered(_trace("tlb_mappings"), 3, spread)
     levels = tm.latency_levels(walks)
-    memos: dict[str, dict] = {}
-    compared = 0
+    compared = onsets = 0
     for (layout, stride), series in walks.groupby(["layout", "stride_bytes"], sort=False):
+        kept = SeriesWalks(int(stride))
         points = np.sort(series["point"].unique())
-        for upto in [*points[9::10], points[-1]]:
-            part = series[series["point"] <= upto]
+        for i, point in enumerate(points):
+            walk = series[series["point"] == point].sort_values("step")
+            kept.add(int(walk["elements"].iloc[0]), walk["position"], walk["latency_cycles"])
+            if i % 10 != 9 and point != points[-1]:
+                continue
+            part = series[series["point"] <= point]
+            want = shift_onsets_before(part, unit_classes=True)
+            medians = {m: kept.medians(m) for m in kept.lengths()}
+            got = tlb_shift.stride_onset(int(stride), medians, unit_classes=True, pairs=kept.pairs)
+            assert ([got] if got is not None else []) == want
+            assert tm.threshold_onsets(kept, *levels) == threshold_onsets_before(part, *levels)
             kw = {"layout": layout, "stride_bytes": int(stride), "levels": levels}
-            memo = memos.setdefault(layout, {})
-            assert tm.onset_brackets(part, memo=memo, **kw) == tm.onset_brackets(part, **kw)
-            onsets = shift_onsets_before(part, unit_classes=True)
-            assert tlb_shift.shift_onsets(part, unit_classes=True, memo=memo) == onsets
+            assert tm.series_brackets(kept, levels) == tm.onset_brackets(part, **kw)
             compared += 1
-    assert compared > 20
+            onsets += len(want)
+    assert compared > 20 and onsets > 5  # onsets were read, not only empty lists compared
+
+
+@pytest.mark.parametrize("spread", [0, 4])
+def test_latency_levels_are_unchanged_on_the_h200_walks(spread):
+    walks = _jittered(_trace("tlb_mappings"), 4, spread)
+    assert len(tm.latency_levels(walks)[0]) >= 3  # levels to compare, not one
+    # all walks; the first 40 (the sweep reads the levels after every series' grid); rows
+    # without a walk of <= 3 elements (the first 64 latencies stand in for them)
+    for part in (walks, walks[walks["point"] < 40], walks[walks["elements"] > 3].iloc[:5000]):
+        assert tm.latency_levels(part) == latency_levels_before(part)
 
 
 def _walk_tests(rng, count: int, *, least_lines: float = 0.0) -> list[pw.WalkTest]:

@@ -29,6 +29,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass, replace
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -231,102 +232,132 @@ SPLIT = 4
 
 
 class _Walker:
+    """The walks so far: each one's rows as arrays (one frame at the end), each series' walks
+    as the onset readings keep them (`SeriesWalks`: each walk read once, not again every
+    round), and the latency levels of all walks, read again only after new walks."""
+
     def __init__(self, backend: Backend, sweep: MappingSweep, progress) -> None:
         self.backend, self.sweep, self.progress = backend, sweep, progress
-        self.frames: list[pd.DataFrame] = []
-        # per layout, the address medians of the walks the onset reading has read (each walk's
-        # read once, not again every round)
-        self.medians: dict[str, dict] = {}
+        self.rows: list[dict] = []  # per walk, its columns (the layout: one string)
+        self.series: dict[tuple[str, int], Any] = {}  # SeriesWalks
+        self._levels: tuple[int, tuple | None] = (0, None)
 
-    def walk(self, series: Series, layout: PhysicalLayout, m: int) -> pd.DataFrame:
+    def walks(self, layout: str, stride_bytes: int):
+        """The walks of one layout and stride so far (`SeriesWalks`)."""
+        from ..analysis.tlb.tlb_walks import SeriesWalks
+
+        key = (layout, stride_bytes)
+        if key not in self.series:
+            self.series[key] = SeriesWalks(stride_bytes)
+        return self.series[key]
+
+    def levels(self) -> tuple:
+        """`latency_levels` of every walk so far, in the order they were walked."""
+        from ..analysis.tlb.tlb_mappings import levels_of
+
+        if self._levels[0] != len(self.rows) or self._levels[1] is None:
+            lat = [r["latency_cycles"] for r in self.rows]
+            ref = [r["latency_cycles"] for r in self.rows if r["elements"] <= 3]
+            self._levels = (
+                len(self.rows),
+                levels_of(
+                    np.concatenate(lat).astype(np.float64),
+                    np.concatenate(ref).astype(np.float64) if ref else np.empty(0),
+                ),
+            )
+        return self._levels[1]
+
+    def walk(self, series: Series, layout: PhysicalLayout, m: int) -> None:
         seq = np.arange(m, dtype=np.int64) * (series.stride_bytes // ELEMENT_BYTES)
         record = self.sweep.traversals * m + 1  # the first record also times the start
         record = max(64, min(record, self.sweep.max_record_steps))
         chase = sequence_work(
             self.sweep.path, seq, warmup_steps=m, record_steps=record, element_bytes=ELEMENT_BYTES
         )
-        point = len(self.frames)
+        point = len(self.rows)
         result = self.backend.run(MappedChaseWork(chase, layout), carveout_pct=None, seed=point)
         n = len(result.latency_cycles)
         positions = seq[(m + np.arange(n)) % m] * (ELEMENT_BYTES // POSITION_BYTES)
-        frame = pd.DataFrame(
+        self.rows.append(
             {
-                "point": np.full(n, point, np.int32),
+                "point": point,
                 "layout": series.layout,
-                "seed": np.full(n, layout.seed, np.int32),
-                "chunk_bytes": np.full(n, layout.chunk_bytes, np.int64),
-                "stride_bytes": np.full(n, series.stride_bytes, np.int64),
-                "elements": np.full(n, m, np.int32),
-                "array_bytes": np.full(n, m * series.stride_bytes, np.int64),
-                "step": np.arange(n, dtype=np.int32),
+                "seed": layout.seed,
+                "chunk_bytes": layout.chunk_bytes,
+                "stride_bytes": series.stride_bytes,
+                "elements": m,
+                "array_bytes": m * series.stride_bytes,
+                "n": n,
                 "position": positions,
                 "index": result.indices,
                 "latency_cycles": result.latency_cycles,
-                "sm_clock_mhz": np.full(n, result.sm_clock_mhz, np.float32),
+                "sm_clock_mhz": result.sm_clock_mhz,
             }
         )
-        self.frames.append(frame)
+        self.walks(series.layout, series.stride_bytes).add(m, positions, result.latency_cycles)
         if self.progress:
-            self.progress(len(self.frames), 0)
-        return frame
+            self.progress(len(self.rows), 0)
 
+    def frame(self) -> pd.DataFrame:
+        """Every walk's rows, in the order they were walked (SCHEMA's columns)."""
+        n = np.array([r["n"] for r in self.rows], dtype=np.int64)
 
-def _walked(walker: _Walker, layout: str, stride_bytes: int) -> dict[int, pd.DataFrame]:
-    """The walks of one layout and stride so far, by length."""
-    return {
-        int(f["elements"].iloc[0]): f
-        for f in walker.frames
-        if f["layout"].iloc[0] == layout and int(f["stride_bytes"].iloc[0]) == stride_bytes
-    }
+        def each(key: str, dtype) -> np.ndarray:
+            return np.repeat(np.array([r[key] for r in self.rows], dtype=dtype), n)
+
+        def joined(key: str) -> np.ndarray:
+            return np.concatenate([np.asarray(r[key]) for r in self.rows])
+
+        return pd.DataFrame(
+            {
+                "point": each("point", np.int32),
+                "layout": each("layout", object),
+                "seed": each("seed", np.int32),
+                "chunk_bytes": each("chunk_bytes", np.int64),
+                "stride_bytes": each("stride_bytes", np.int64),
+                "elements": each("elements", np.int32),
+                "array_bytes": each("array_bytes", np.int64),
+                "step": np.concatenate([np.arange(k, dtype=np.int32) for k in n]),
+                "position": joined("position"),
+                "index": joined("index"),
+                "latency_cycles": joined("latency_cycles"),
+                "sm_clock_mhz": each("sm_clock_mhz", np.float32),
+            }
+        )
 
 
 def _series_walks(walker: _Walker, series: Series, layout: PhysicalLayout) -> None:
-    """The grid, then bisections of the onsets the walks show (`onset_brackets`, with the
+    """The grid, then bisections of the onsets the walks show (`series_brackets`, with the
     latency levels of every walk up to the end of this series' grid: read once, as each round's
     reading of the series' own walks costs less than reading the levels of all again). Walks
     of this layout and stride made before (a series extended by `_reach_levels`) are kept."""
-    from ..analysis.tlb.tlb_mappings import latency_levels, onset_brackets
+    from ..analysis.tlb.tlb_mappings import series_brackets
 
-    done = _walked(walker, series.layout, series.stride_bytes)
+    done = walker.walks(series.layout, series.stride_bytes)
     for m in element_grid(series.max_elements(), walker.sweep.grid_steps_per_octave):
         if m not in done:
-            done[m] = walker.walk(series, layout, m)
-    levels = latency_levels(pd.concat(walker.frames, ignore_index=True))
+            walker.walk(series, layout, m)
+    levels = walker.levels()
     budget = walker.sweep.max_refine_walks
     while budget > 0:  # one round quarters every bracket (one reading of the walks per round)
-        brackets = onset_brackets(
-            pd.concat(done.values(), ignore_index=True),
-            layout=series.layout,
-            stride_bytes=series.stride_bytes,
-            levels=levels,
-            memo=walker.medians.setdefault(series.layout, {}),
-        )
+        brackets = series_brackets(done, levels)
         middles = sorted(
             {a + (b - a) * i // SPLIT for a, b in brackets for i in range(1, SPLIT)}
             - {a for a, _ in brackets}
-            - set(done)
+            - set(done.lengths())
         )
         if not middles:
             return
         for m in middles[:budget]:
-            done[m] = walker.walk(series, layout, m)
+            walker.walk(series, layout, m)
         budget -= len(middles)
     log.info("tlb_mappings: %s stride %d: refinement stopped", layout.kind, series.stride_bytes)
 
 
 def _onsets(walker: _Walker, layout: str, stride_bytes: int) -> int:
-    from ..analysis.tlb.tlb_mappings import latency_levels, onset_brackets
+    from ..analysis.tlb.tlb_mappings import series_brackets
 
-    walks = pd.concat(walker.frames, ignore_index=True)
-    return len(
-        onset_brackets(
-            walks,
-            layout=layout,
-            stride_bytes=stride_bytes,
-            levels=latency_levels(walks),
-            memo=walker.medians.setdefault(layout, {}),
-        )
-    )
+    return len(series_brackets(walker.walks(layout, stride_bytes), walker.levels()))
 
 
 def _reach_levels(walker: _Walker, sweep: MappingSweep, layout: PhysicalLayout) -> None:
@@ -373,6 +404,6 @@ def run(
             _reach_levels(walker, sweep, layout_of(sweep, "contiguous"))
     finally:
         backend.run(ReleaseMapping())
-    if not walker.frames:
+    if not walker.rows:
         return pd.DataFrame({f.name: pd.Series(dtype=object) for f in SCHEMA})
-    return pd.concat(walker.frames, ignore_index=True)
+    return walker.frame()

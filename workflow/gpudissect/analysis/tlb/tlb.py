@@ -98,7 +98,9 @@ class Reach:
 REF_LEVEL_SHARE = 0.02
 
 
-def _slow_threshold(lat: np.ndarray, ref: np.ndarray) -> tuple[Level, float, float]:
+def _slow_threshold(
+    lat: np.ndarray, ref: np.ndarray, levels: list[Level] | None = None
+) -> tuple[Level, float, float]:
     """The base level and the value above which an access is a TLB miss: the base level's
     upper edge.
 
@@ -106,9 +108,10 @@ def _slow_threshold(lat: np.ndarray, ref: np.ndarray) -> tuple[Level, float, flo
     fill is a data hit: on a GPU whose data hits come at several latencies (an H100's L2 slices
     lie at different distances from the SM, about 275 to 330 cycles) one short walk can land in a
     slower slice than the others. The base level is the span of the levels that hold at least
-    `REF_LEVEL_SHARE` of the reference samples (one level where the hits are uniform)."""
+    `REF_LEVEL_SHARE` of the reference samples (one level where the hits are uniform).
+    `levels`: `find_levels(lat, sigma=robust_sigma(ref))`, where the caller has them."""
     sigma = robust_sigma(ref)
-    levels = find_levels(lat, sigma=sigma)
+    levels = find_levels(lat, sigma=sigma) if levels is None else levels
     idx = assign(ref, levels)
     held = [k for k in range(len(levels)) if np.mean(idx == k) >= REF_LEVEL_SHARE]
     k = level_containing(levels, float(np.median(ref)))

@@ -49,10 +49,11 @@ from .tlb_levels import (
     find_levels,
     level_containing,
     miss_spacing,
-    misses_per_traversal,
+    robust_sigma,
 )
 from .tlb_pages import merge_into_base
-from .tlb_shift import _units, shift_onsets
+from .tlb_shift import _units, stride_onset
+from .tlb_walks import SeriesWalks
 
 MIN_MISSES = 2.0  # per traversal, for a walk to count as past a level's reach
 TAIL_ALPHA = 0.05  # a walk's misses exceed the data latencies' tail at this significance (each
@@ -82,11 +83,18 @@ class Onset:
 def latency_levels(df: pd.DataFrame) -> tuple[list[Level], int]:
     """The latency levels of the trace and the index of the base (data hits, no TLB miss)."""
     ref = df.loc[df["elements"] <= 3, "latency_cycles"].to_numpy(np.float64)
-    lat = df["latency_cycles"].to_numpy(np.float64)
+    return levels_of(df["latency_cycles"].to_numpy(np.float64), ref)
+
+
+def levels_of(lat: np.ndarray, ref: np.ndarray) -> tuple[list[Level], int]:
+    """`latency_levels` of the latencies `lat` (float64), `ref` those of the walks of <= 3
+    elements among them (every TLB hits), in the trace's order."""
     if ref.size == 0:
         ref = lat[:64]
-    base, sigma, _ = _slow_threshold(lat, ref)
-    levels = merge_into_base(find_levels(lat, sigma=sigma), (base.lo, base.hi))
+    sigma = robust_sigma(ref)
+    found = find_levels(lat, sigma=sigma)
+    base, _, _ = _slow_threshold(lat, ref, found)
+    levels = merge_into_base(found, (base.lo, base.hi))
     b = level_containing(levels, base.center)
     if b is None:
         levels = sorted([*levels, base], key=lambda lv: lv.center)
@@ -94,33 +102,20 @@ def latency_levels(df: pd.DataFrame) -> tuple[list[Level], int]:
     return levels, b
 
 
-def _walks(df: pd.DataFrame) -> dict[int, np.ndarray]:
-    """Per walk length: the walk's latencies in step order, the first record (which also times
-    the launch) left out."""
-    elements = df["elements"].to_numpy(np.int64)
-    lat = df["latency_cycles"].to_numpy(np.float64)
-    order = np.lexsort((df["step"].to_numpy(np.int64), elements))
-    elements, lat = elements[order], lat[order]
-    cuts = np.flatnonzero(np.diff(elements)) + 1
-    return {
-        int(e[0]): x[1:] for e, x in zip(np.split(elements, cuts), np.split(lat, cuts), strict=True)
-    }
+def _as_walks(df: pd.DataFrame | SeriesWalks) -> SeriesWalks:
+    """One series' walks (built from its rows where given those)."""
+    return df if isinstance(df, SeriesWalks) else SeriesWalks.of_frame(df)
 
 
-def _walk_misses(walks: dict[int, np.ndarray], levels: list[Level], k: int) -> dict[int, float]:
-    """Per walk length: median accesses per traversal at or above level k."""
-    return {m: misses_per_traversal(at_or_above(lat, levels, k), m)[0] for m, lat in walks.items()}
-
-
-def threshold_onsets(df: pd.DataFrame, levels: list[Level], base: int) -> list[Onset]:
+def threshold_onsets(df: pd.DataFrame | SeriesWalks, levels: list[Level], base: int) -> list[Onset]:
     """The sustained onset of every level above the base in one series' walks."""
-    stride = int(df["stride_bytes"].iloc[0])
-    walks = _walks(df)
-    ms = sorted(walks)
-    longest = df[df["elements"] == ms[-1]].sort_values("step").iloc[1:]
+    walks = _as_walks(df)
+    stride = walks.stride_bytes
+    ms = walks.lengths()
+    positions, latencies = walks.positions(ms[-1]), walks.latencies(ms[-1])  # the longest
     out = []
     for k in range(base + 1, len(levels)):
-        misses = _walk_misses(walks, levels, k)
+        misses = {m: walks.misses(m, levels, k) for m in ms}
         first = None
         for m in reversed(ms):
             if misses[m] < MIN_MISSES:
@@ -131,10 +126,7 @@ def threshold_onsets(df: pd.DataFrame, levels: list[Level], base: int) -> list[O
         if first is None:
             continue
         before = [m for m in ms if m < first]
-        spacing, _ = miss_spacing(
-            longest["position"].to_numpy(np.int64) * ELEMENT_BYTES,
-            at_or_above(longest["latency_cycles"].to_numpy(np.float64), levels, k),
-        )
+        spacing, _ = miss_spacing(positions * ELEMENT_BYTES, at_or_above(latencies, levels, k))
         out.append(Onset(k - base, before[-1] if before else None, first, stride, None, spacing))
     return out
 
@@ -165,28 +157,30 @@ def _above_tail(ms: list[int], misses: dict[int, float], first: int) -> int | No
     return first
 
 
-def paired_onset(df: pd.DataFrame, memo: dict | None = None) -> Onset | None:
+def paired_onset(df: pd.DataFrame | SeriesWalks) -> Onset | None:
     """The hidden level's onset in one series. Its rise is read over the first address of each
-    translation unit where too few of all addresses rise (`shift_onsets`' `unit_classes`): at
+    translation unit where too few of all addresses rise (`stride_onset`'s `unit_classes`): at
     a stride of one chunk below a larger unit (an H100's L1 TLB: 16 MiB units walked at 2 MiB,
-    where coalescing would show) 1 address in 8 rises. `memo`: `shift_onsets`'."""
-    found = shift_onsets(df, unit_classes=True, memo=memo)
-    if not found:
+    where coalescing would show) 1 address in 8 rises."""
+    walks = _as_walks(df)
+    medians = {m: walks.medians(m) for m in walks.lengths()}
+    o = stride_onset(walks.stride_bytes, medians, unit_classes=True, pairs=walks.pairs)
+    if o is None:
         return None
-    o = found[0]
     return Onset(
         HIDDEN, o.fit_elements, o.first_elements, o.stride_bytes, o.penalty_cycles, o.spacing_bytes
     )
 
 
 def series_onsets(
-    df: pd.DataFrame, levels: list[Level], base: int, paired: Onset | None = None
+    df: pd.DataFrame | SeriesWalks, levels: list[Level], base: int, paired: Onset | None = None
 ) -> list[Onset]:
     """Onsets of one series, nearest level first: the hidden level (paired reading, or
     `paired` where the caller read it) when its reach is below half the first threshold
     level's, then the threshold levels."""
-    found = threshold_onsets(df, levels, base)
-    paired = paired if paired is not None else paired_onset(df)
+    walks = _as_walks(df)
+    found = threshold_onsets(walks, levels, base)
+    paired = paired if paired is not None else paired_onset(walks)
     if paired is not None and paired.fit_elements is not None:
         first = found[0].first_elements if found else None
         if first is None or 2 * paired.first_elements <= first:
@@ -200,23 +194,31 @@ def onset_brackets(
     layout: str,
     stride_bytes: int,
     levels: tuple[list[Level], int] | None = None,
-    memo: dict | None = None,
 ) -> list[tuple[int, int]]:
-    """For the sweep: (longest walk without, shortest with) of each onset of one series, for
-    the bisection to narrow to one element. The levels come from all walks so far (`df`), or
-    are `levels` (`latency_levels` of them, read once per series by the sweep): one series
-    alone may hold too few data hits to place the base's upper edge. `memo`: the address
-    medians of this layout's walks read by an earlier call (`shift_onsets`), kept by the sweep
-    between rounds."""
+    """`series_brackets` of the walks of one layout and stride among `df` (the levels from
+    all of `df` where not given)."""
     if df.empty:
         return []
-    levels, base = levels if levels is not None else latency_levels(df)
+    levels = levels if levels is not None else latency_levels(df)
     keep = (df["layout"] == layout).to_numpy() & (df["stride_bytes"] == stride_bytes).to_numpy()
-    mine = df if keep.all() else df[keep]  # the sweep passes one series' walks alone
-    paired = paired_onset(mine, memo)
+    if not keep.any():
+        return []
+    return series_brackets(SeriesWalks.of_frame(df if keep.all() else df[keep]), levels)
+
+
+def series_brackets(walks: SeriesWalks, levels: tuple[list[Level], int]) -> list[tuple[int, int]]:
+    """For the sweep: (longest walk without, shortest with) of each onset of one series, for
+    the bisection to narrow to one element. The levels are `latency_levels` of all walks so
+    far, read by the sweep: one series alone may hold too few data hits to place the base's
+    upper edge. `walks` keeps what it read of each walk, and the sweep keeps `walks` between
+    rounds: each walk is read once."""
+    if not len(walks):
+        return []
+    levels, base = levels
+    paired = paired_onset(walks)
     found = [
         (o.fit_elements, o.first_elements)
-        for o in series_onsets(mine, levels, base, paired)
+        for o in series_onsets(walks, levels, base, paired)
         if o.fit_elements is not None
     ]
     # the hidden level's onset too where the threshold reading puts an onset in front of it:
@@ -274,7 +276,7 @@ def read_series(df: pd.DataFrame, levels: list[Level], base: int) -> list[Series
                 int(g["chunk_bytes"].iloc[0]),
                 int(g["elements"].max()),
                 int(g["elements"].nunique()),
-                tuple(series_onsets(g, levels, base)),
+                tuple(series_onsets(SeriesWalks.of_frame(g), levels, base)),
             )
         )
     return out

@@ -58,26 +58,15 @@ def address_medians(walk: pd.DataFrame) -> pd.Series:
     return body.groupby("position")["latency_cycles"].median()
 
 
-def _medians_by_walk(
-    g: pd.DataFrame, memo: dict[tuple[int, int], pd.Series] | None = None
-) -> dict[int, pd.Series]:
-    """`address_medians` of every walk of one stride, in one grouping. `memo` (by stride and
-    walk length) holds those of walks read before, which are not read again; those read here
-    are added to it (a sweep reads its walks after every round: each walk once)."""
-    if memo is not None:
-        stride = int(g["stride_bytes"].iloc[0])
-        elements = g["elements"].to_numpy(np.int64)
-        lengths = [int(m) for m in pd.unique(elements)]
-        missing = [m for m in lengths if (stride, m) not in memo]
-        if missing:
-            new = _medians_by_walk(
-                g[np.isin(elements, missing)] if len(missing) < len(lengths) else g
-            )
-            memo.update({(stride, m): s for m, s in new.items()})
-        return {m: memo[(stride, m)] for m in sorted(lengths)}
+def _medians_by_walk(g: pd.DataFrame) -> dict[int, tuple[np.ndarray, np.ndarray]]:
+    """`address_medians` of every walk of one stride, in one grouping: per walk length, the
+    addresses (ascending) and their medians."""
     body = g[g["step"] > 0]
     med = body.groupby(["elements", "position"], sort=True)["latency_cycles"].median()
-    return {int(m): s.droplevel(0) for m, s in med.groupby(level=0, sort=True)}
+    return {
+        int(m): (s.index.get_level_values(1).to_numpy(np.int64), s.to_numpy(np.float64))
+        for m, s in med.groupby(level=0, sort=True)
+    }
 
 
 def shift_onsets(
@@ -88,10 +77,33 @@ def shift_onsets(
     min_addresses: int = 3,
     spacing_share: float = 0.6,
     unit_classes: bool = False,
-    memo: dict[tuple[int, int], pd.Series] | None = None,
 ) -> list[ShiftOnset]:
     """The first paired-address onset of every stride of the reach stage (none where no walk
-    pair shows one).
+    pair shows one): `stride_onset` of each stride's walks."""
+    out = []
+    for stride, g in df.groupby("stride_bytes", sort=True):
+        onset = stride_onset(
+            int(stride), _medians_by_walk(g), alpha=alpha, min_shift_cycles=min_shift_cycles,
+            min_addresses=min_addresses, spacing_share=spacing_share, unit_classes=unit_classes,
+        )  # fmt: skip
+        if onset is not None:
+            out.append(onset)
+    return out
+
+
+def stride_onset(
+    stride: int,
+    medians: dict[int, tuple[np.ndarray, np.ndarray]],
+    *,
+    alpha: float = 1e-6,
+    min_shift_cycles: float = 3.0,
+    min_addresses: int = 3,
+    spacing_share: float = 0.6,
+    unit_classes: bool = False,
+    pairs: dict[tuple[int, int], tuple[np.ndarray, np.ndarray]] | None = None,
+) -> ShiftOnset | None:
+    """The first paired-address onset of the walks of one stride, given per walk length its
+    addresses (ascending) and their median latencies over the walk's recorded traversals.
 
     A GPU whose data latency differs from address to address (L2 slices at different
     distances) hides a translation penalty of a few cycles in the spread of a walk's latencies,
@@ -115,63 +127,59 @@ def shift_onsets(
     class (addresses 8 or 32 MiB apart, 6 of 96) before the L1 TLB's reach, in some runs and
     not others, which would set its unit and reach there.
 
-    `memo`: the address medians of walks read in an earlier call on the same walks (keyed by
-    stride and walk length, of one layout), kept by the caller between calls and filled here."""
-    out = []
-    for stride, g in df.groupby("stride_bytes", sort=True):
-        by_m = _medians_by_walk(g, memo)
-        ms = sorted(by_m)
-        if len(ms) < 3:
-            continue
-        pairs = []
-        # each walk's medians are sorted by address (one per address): the addresses two walks
-        # share, and their medians, by a sorted intersection
-        at = {m: by_m[m].index.to_numpy(np.int64) for m in ms}
-        med = {m: by_m[m].to_numpy(np.float64) for m in ms}
-        for a, b in zip(ms[:-1], ms[1:], strict=True):
-            common = np.intersect1d(at[a], at[b], assume_unique=True)
-            d = med[b][np.searchsorted(at[b], common)] - med[a][np.searchsorted(at[a], common)]
-            pairs.append((a, pd.Index(common, name="position"), d))
-        pooled = np.concatenate([d for _, _, d in pairs])
-        if pooled.size < 10:
-            continue
-        sigma = robust_sigma(pooled)
-        null = max(float(np.mean(pooled > 3 * sigma)), 0.002)
-        for i, (a, common, d) in enumerate(pairs[:-1]):
-            # the noise is that of the pairs before this one once they hold 20 differences:
-            # the pooled spread also holds the walks past every later level (an
-            # H100 run's pooled sigma of 4.4 cycles hid a 10-cycle L1-TLB onset that the pairs
-            # before it, at 1.5, show in all 16 addresses)
-            before = np.concatenate([p[2] for p in pairs[:i]]) if i else np.empty(0)
-            if before.size >= 20:
-                sigma_before = robust_sigma(before)
-                null_before = max(float(np.mean(before > 3 * sigma_before)), 0.002)
-            else:
-                sigma_before, null_before = sigma, null
-            over = d > 3 * sigma_before
-            # the addresses that may have risen: all of them, or (`unit_classes`) the first
-            # address of each translation unit
-            for among, whole in _risen_candidates(
-                common, over, int(stride), null_before, alpha, min_addresses, unit_classes
-            ):
-                onset = _onset(
-                    int(stride), (a, ms[i + 1], ms[i + 2]), by_m, common, d, among,
-                    sigma=sigma, sigma_before=sigma_before, min_shift_cycles=min_shift_cycles,
-                    min_addresses=min_addresses, spacing_share=spacing_share, whole=whole,
-                )  # fmt: skip
-                if onset is not None:
-                    out.append(onset)
-                    break
-            if out and out[-1].stride_bytes == stride:
-                break
-    return out
+    `pairs`: the common addresses and rises of walk pairs read before (keyed by the two walk
+    lengths), kept by the caller between calls on a growing set of walks and filled here."""
+    ms = sorted(medians)
+    if len(ms) < 3:
+        return None
+    pairs = {} if pairs is None else pairs
+    read = []
+    # each walk's medians are sorted by address (one per address): the addresses two walks
+    # share, and their medians, by a sorted intersection
+    for a, b in zip(ms[:-1], ms[1:], strict=True):
+        if (a, b) not in pairs:
+            (at_a, med_a), (at_b, med_b) = medians[a], medians[b]
+            common = np.intersect1d(at_a, at_b, assume_unique=True)
+            d = med_b[np.searchsorted(at_b, common)] - med_a[np.searchsorted(at_a, common)]
+            pairs[(a, b)] = (common, d)
+        read.append((a, *pairs[(a, b)]))
+    pooled = np.concatenate([d for _, _, d in read])
+    if pooled.size < 10:
+        return None
+    sigma = robust_sigma(pooled)
+    null = max(float(np.mean(pooled > 3 * sigma)), 0.002)
+    for i, (a, common, d) in enumerate(read[:-1]):
+        # the noise is that of the pairs before this one once they hold 20 differences:
+        # the pooled spread also holds the walks past every later level (an
+        # H100 run's pooled sigma of 4.4 cycles hid a 10-cycle L1-TLB onset that the pairs
+        # before it, at 1.5, show in all 16 addresses)
+        before = np.concatenate([p[2] for p in read[:i]]) if i else np.empty(0)
+        if before.size >= 20:
+            sigma_before = robust_sigma(before)
+            null_before = max(float(np.mean(before > 3 * sigma_before)), 0.002)
+        else:
+            sigma_before, null_before = sigma, null
+        over = d > 3 * sigma_before
+        # the addresses that may have risen: all of them, or (`unit_classes`) the first
+        # address of each translation unit
+        for among, whole in _risen_candidates(
+            common, over, stride, null_before, alpha, min_addresses, unit_classes
+        ):
+            onset = _onset(
+                stride, (a, ms[i + 1], ms[i + 2]), medians, common, d, among,
+                sigma=sigma, sigma_before=sigma_before, min_shift_cycles=min_shift_cycles,
+                min_addresses=min_addresses, spacing_share=spacing_share, whole=whole,
+            )  # fmt: skip
+            if onset is not None:
+                return onset
+    return None
 
 
 def _onset(
     stride: int,
     walks: tuple[int, int, int],
-    by_m: dict[int, pd.Series],
-    common: pd.Index,
+    medians: dict[int, tuple[np.ndarray, np.ndarray]],
+    common: np.ndarray,
     d: np.ndarray,
     among: np.ndarray,
     *,
@@ -204,10 +212,10 @@ def _onset(
     shifted = common[risen]
     if shifted.size < min_addresses:
         return None
-    later = by_m[c].reindex(shifted) - by_m[a][shifted]
-    if float(np.nanmedian(later.to_numpy(np.float64))) < cut:
+    later = _at(medians[c], shifted) - _at(medians[a], shifted)
+    if float(np.nanmedian(later)) < cut:
         return None  # a slow traversal of one walk, not a level
-    addr = np.sort(shifted.to_numpy(np.int64)) * ELEMENT_BYTES
+    addr = np.sort(shifted) * ELEMENT_BYTES
     values, counts = np.unique(np.diff(addr), return_counts=True)
     k = int(np.argmax(counts))
     share = float(counts[k] / counts.sum())
@@ -226,8 +234,17 @@ def _onset(
     )
 
 
+def _at(walk: tuple[np.ndarray, np.ndarray], positions: np.ndarray) -> np.ndarray:
+    """The walk's medians at `positions` (NaN where it holds no such address)."""
+    at, med = walk
+    if at.size == 0:
+        return np.full(positions.size, np.nan)
+    i = np.minimum(np.searchsorted(at, positions), at.size - 1)
+    return np.where(at[i] == positions, med[i], np.nan)
+
+
 def _risen_candidates(
-    positions: pd.Index,
+    positions: np.ndarray,
     over: np.ndarray,
     stride: int,
     null: float,
@@ -252,7 +269,7 @@ def _risen_candidates(
 
 
 def _unit_rise(
-    positions: pd.Index,
+    positions: np.ndarray,
     over: np.ndarray,
     stride: int,
     null: float,
@@ -267,7 +284,7 @@ def _unit_rise(
     them for the binomial test, but all of one residue class mod r. Each class of each r is
     tested at the noise's rate of rises, the p-value multiplied by the number of classes
     tested (Bonferroni); the class of the smallest p-value is taken if that passes `alpha`."""
-    element = positions.to_numpy(np.int64) * ELEMENT_BYTES // stride
+    element = np.asarray(positions, dtype=np.int64) * ELEMENT_BYTES // stride
     best: tuple[float, int, int] = (1.0, 0, 0)  # p-value, r, residue
     r = 2
     while over.size // r >= min_addresses:
