@@ -12,6 +12,7 @@ from gpudissect.analysis.caches import cache_structure as cs
 from gpudissect.analysis.caches.level_size import Classifier
 from gpudissect.analysis.common.misses import binom_sf
 from gpudissect.analysis.l2 import l2_shares as l2s
+from gpudissect.analysis.l2 import l2_slices as l2sl
 from gpudissect.analysis.tlb import tlb_mappings as tm
 from gpudissect.analysis.tlb import tlb_shift
 from gpudissect.analysis.tlb.tlb import _slow_threshold
@@ -292,6 +293,26 @@ def partner_shares_before(frame: pd.DataFrame) -> pd.Series:
     return f.groupby("offset_bytes", sort=False)["share"].median()
 
 
+def first_touch_gap_before(frame):
+    lat = frame[frame["pass"] == 0].groupby("offset_bytes")["cycles"].min().to_numpy()
+    if lat.size < l2sl.MIN_LINES:
+        return None
+    nf = l2sl.split_lines(lat.astype(float))
+    return None if nf.far is None else float(nf.far_cycles - nf.near_cycles)
+
+
+def contention_same_before(frame):
+    return {int(o): bool(s > l2s.SAME_SHARE) for o, s in partner_shares_before(frame).items()}
+
+
+def contention_ambiguous_before(frame):
+    return [
+        int(o)
+        for o, s in partner_shares_before(frame).items()
+        if abs(s - l2s.SAME_SHARE) < l2s.AMBIGUOUS_BAND or s > l2s.DISTURBED_SHARE
+    ]
+
+
 def line_miss_table_before(rows, classifier, line_bytes):
     k = rows["extra_lines"].to_numpy()
     line = rows["address_bytes"].to_numpy() // line_bytes
@@ -514,8 +535,35 @@ def test_partner_shares_are_unchanged_on_every_search_of_the_h200_sweep(disturb)
         pd.testing.assert_series_equal(
             l2s.partner_shares(frame), partner_shares_before(frame), check_exact=True
         )
+        # the sweep's two questions, asked of the frame and of its columns' arrays (the sweep
+        # keeps a search as those)
+        columns = {c: frame[c].to_numpy() for c in frame.columns}
+        for asked in (frame, columns):
+            assert l2s.contention_same(asked) == contention_same_before(frame)
+            assert l2s.contention_ambiguous(asked) == contention_ambiguous_before(frame)
         frames += 1
     assert frames > 100
+
+
+@pytest.mark.parametrize("spread", [0, 40])
+def test_first_touch_gaps_are_unchanged_on_every_sm_of_the_h200_sweep(spread):
+    # per SM and phase, its walks' rows as recorded and with seeded jitter of +-spread cycles;
+    # asked of the rows and of their columns' arrays (the sweep keeps a walk as those)
+    data = _trace("l2_slices")
+    data = data[data["phase"] != 2]
+    rng = np.random.default_rng(6)
+    jitter = rng.integers(-spread, spread + 1, len(data))
+    cycles = np.maximum(data["cycles"].to_numpy(np.int64) + jitter, 1).astype(np.uint32)
+    data = data.assign(cycles=cycles)
+    gaps = []
+    for _, frame in data.groupby(["phase", "sm"]):
+        want = first_touch_gap_before(frame)
+        columns = {c: frame[c].to_numpy() for c in ("pass", "offset_bytes", "cycles")}
+        assert l2sl.first_touch_gap(frame) == want and l2sl.first_touch_gap(columns) == want
+        gaps.append(want)
+    assert len(gaps) > 100 and sum(g is not None for g in gaps) > 50
+    short = data[data["sm"] == data["sm"].iloc[0]].iloc[: l2sl.MIN_LINES // 2]  # too few lines
+    assert l2sl.first_touch_gap(short) is None is first_touch_gap_before(short)
 
 
 def _replay():

@@ -419,8 +419,8 @@ def _fake_contention(backend, work, *, seed=0):
 def _contention_rows(backend) -> pd.DataFrame:
     """The contention phase over 64 lines of 128 B (lines 0-63) on `backend`: its rows."""
     params = dataclasses.replace(PARAMS, lines=64, contention_lines=64)
-    frames = e.contention_phase(backend, params, np.arange(64, dtype=np.int64) * 128, flush=8)
-    data = pd.concat(frames, ignore_index=True)
+    parts = e.contention_phase(backend, params, np.arange(64, dtype=np.int64) * 128, flush=8)
+    data = e._frame_of(parts)  # the launches' columns, one frame
     return data[data["phase"] == e.CONTENTION_PHASE]
 
 

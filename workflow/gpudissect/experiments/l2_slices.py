@@ -212,50 +212,59 @@ def line_offsets(*, lines: int, region_bytes: int, seed: int) -> np.ndarray:
     return picked.astype(np.int64) * LINE_BYTES
 
 
-def _frame(phase, work: L2SliceWork, repetition: int, r: L2SliceResult) -> pd.DataFrame:
+def _columns(phase, work: L2SliceWork, repetition: int, r: L2SliceResult) -> dict:
+    """One repetition's rows, as SCHEMA's columns (one frame of all of them at the end)."""
     n = work.lines
     k = n * work.passes
-    return pd.DataFrame(
-        {
-            "phase": np.full(k, phase, np.int8),
-            "helper_sm": np.full(k, r.helper_sm, np.int32),
-            "target_sm": np.full(k, work.target_sm, np.int32),
-            "sm": np.full(k, r.sm, np.int32),
-            "repetition": np.full(k, repetition, np.int16),
-            "pass": np.repeat(np.arange(work.passes, dtype=np.int8), n),
-            "order": np.tile(np.arange(n, dtype=np.int32), work.passes),
-            "offset_bytes": np.tile(work.offsets_bytes, work.passes),
-            "cycles": np.asarray(r.cycles, dtype=np.uint32),
-            "region_bytes": np.full(k, work.region_bytes, np.int64),
-            "sm_clock_mhz": np.full(k, r.sm_clock_mhz, np.float32),
-            "reference_offset_bytes": np.full(k, -1, np.int64),
-            "elapsed_ns": np.full(k, -1.0),
-        }
-    )
+    return {
+        "phase": np.full(k, phase, np.int8),
+        "helper_sm": np.full(k, r.helper_sm, np.int32),
+        "target_sm": np.full(k, work.target_sm, np.int32),
+        "sm": np.full(k, r.sm, np.int32),
+        "repetition": np.full(k, repetition, np.int16),
+        "pass": np.repeat(np.arange(work.passes, dtype=np.int8), n),
+        "order": np.tile(np.arange(n, dtype=np.int32), work.passes),
+        "offset_bytes": np.tile(work.offsets_bytes, work.passes),
+        "cycles": np.asarray(r.cycles, dtype=np.uint32),
+        "region_bytes": np.full(k, work.region_bytes, np.int64),
+        "sm_clock_mhz": np.full(k, r.sm_clock_mhz, np.float32),
+        "reference_offset_bytes": np.full(k, -1, np.int64),
+        "elapsed_ns": np.full(k, -1.0),
+    }
 
 
 def _contention_frame(
     work: L2ContentionWork, klass: int, r: L2ContentionResult, kind: int = 0, first: int = 0
 ) -> pd.DataFrame:
+    return pd.DataFrame(_contention_columns(work, klass, r, kind, first))
+
+
+def _contention_columns(
+    work: L2ContentionWork, klass: int, r: L2ContentionResult, kind: int = 0, first: int = 0
+) -> dict:
+    """One contention launch's rows, as SCHEMA's columns."""
     k = work.partners_bytes.size
-    return pd.DataFrame(
-        {
-            "phase": np.full(k, CONTENTION_PHASE, np.int8),
-            "helper_sm": np.full(k, -1, np.int32),
-            "target_sm": np.full(k, -1, np.int32),
-            "sm": np.full(k, -1, np.int32),
-            "repetition": np.full(k, klass, np.int16),
-            # 0: a class search; 1: the check of a class; 2: the merge pass (class references)
-            "pass": np.full(k, kind, np.int8),
-            "order": np.arange(first, first + k, dtype=np.int32),
-            "offset_bytes": work.partners_bytes.astype(np.int64),
-            "cycles": np.zeros(k, np.uint32),
-            "region_bytes": np.full(k, work.region_bytes, np.int64),
-            "sm_clock_mhz": np.full(k, r.sm_clock_mhz, np.float32),
-            "reference_offset_bytes": np.full(k, work.reference_bytes, np.int64),
-            "elapsed_ns": np.asarray(r.elapsed_ns, dtype=np.float64),
-        }
-    )
+    return {
+        "phase": np.full(k, CONTENTION_PHASE, np.int8),
+        "helper_sm": np.full(k, -1, np.int32),
+        "target_sm": np.full(k, -1, np.int32),
+        "sm": np.full(k, -1, np.int32),
+        "repetition": np.full(k, klass, np.int16),
+        # 0: a class search; 1: the check of a class; 2: the merge pass (class references)
+        "pass": np.full(k, kind, np.int8),
+        "order": np.arange(first, first + k, dtype=np.int32),
+        "offset_bytes": work.partners_bytes.astype(np.int64),
+        "cycles": np.zeros(k, np.uint32),
+        "region_bytes": np.full(k, work.region_bytes, np.int64),
+        "sm_clock_mhz": np.full(k, r.sm_clock_mhz, np.float32),
+        "reference_offset_bytes": np.full(k, work.reference_bytes, np.int64),
+        "elapsed_ns": np.asarray(r.elapsed_ns, dtype=np.float64),
+    }
+
+
+def _frame_of(parts: list[dict]) -> pd.DataFrame:
+    """The rows of every part (walk repetition or launch), in order."""
+    return pd.DataFrame({f.name: np.concatenate([p[f.name] for p in parts]) for f in SCHEMA})
 
 
 def contention_partners(reference: int, rest: list[int]) -> np.ndarray:
@@ -270,10 +279,14 @@ def contention_partners(reference: int, rest: list[int]) -> np.ndarray:
     return np.array(order, np.int64)
 
 
+SHARE_COLUMNS = ("offset_bytes", "reference_offset_bytes", "order", "elapsed_ns")
+
+
 def contention_phase(
     backend: Backend, p: L2SliceParams, offsets: np.ndarray, flush: int, progress=None
-) -> list[pd.DataFrame]:
-    """The slice classes of the first `contention_lines` lines, one reference at a time."""
+) -> list[dict]:
+    """The slice classes of the first `contention_lines` lines, one reference at a time: the
+    columns of each launch's rows (`_frame_of` makes them one frame)."""
     from ..analysis.l2.l2_shares import contention_ambiguous, contention_same
     from ..analysis.l2.l2_slices import merged_labels
 
@@ -290,19 +303,18 @@ def contention_phase(
             iterations=p.contention_iterations,
         )
         r = backend.run(work, seed=104729 + len(frames))
-        frames.append(_contention_frame(work, klass, r, kind, first))
-        return frames[-1]
+        frames.append(_contention_columns(work, klass, r, kind, first))
+        return {c: frames[-1][c] for c in SHARE_COLUMNS}
 
-    def again(
-        search: pd.DataFrame, reference: int, partners: list[int], klass: int, kind: int
-    ) -> pd.DataFrame:
+    def again(search: dict, reference: int, partners: list[int], klass: int, kind: int) -> dict:
         """`partners` launched beside the reference once more (orders continue, so that the
-        one-line launches nearest each stay its own)."""
+        one-line launches nearest each stay its own). A search: the columns of its launches'
+        rows that its questions read."""
         more = launch(
             reference, contention_partners(reference, partners), klass, kind,
             first=int(search["order"].max()) + 1,
         )  # fmt: skip
-        return pd.concat([search, more], ignore_index=True)
+        return {c: np.concatenate([search[c], more[c]]) for c in SHARE_COLUMNS}
 
     def decide(reference: int, partners: list[int], klass: int, kind: int) -> dict[int, bool]:
         """Which `partners` share the reference's slice: one launch each, those whose share is
@@ -373,29 +385,29 @@ def run(
     if flush is None:
         flush = FLUSH_L2_MULTIPLE * (facts.l2_bytes or 64 << 20)
     offsets = line_offsets(lines=p.lines, region_bytes=p.region_bytes, seed=p.line_seed)
-    frames: list[pd.DataFrame] = []
+    frames: list[list[dict]] = []  # per walked SM, the columns of its repetitions' rows
     total = [len(sms) * p.repetitions]
 
-    def walk(phase: int, helper: int, target: int) -> pd.DataFrame | None:
+    def walk(phase: int, helper: int, target: int) -> dict | None:
+        """The columns of the rows of one SM's repetitions (None: skipped)."""
         got = []
+        work = L2SliceWork(  # the same work every repetition
+            region_bytes=p.region_bytes,
+            offsets_bytes=offsets,
+            helper_sm=helper,
+            target_sm=target,
+            passes=PASSES,
+            flush_bytes=flush,
+        )
         for rep in range(p.repetitions):
-            work = L2SliceWork(
-                region_bytes=p.region_bytes,
-                offsets_bytes=offsets,
-                helper_sm=helper,
-                target_sm=target,
-                passes=PASSES,
-                flush_bytes=flush,
-            )
             r = backend.run(work, seed=len(frames) * p.repetitions + rep + 7919 * phase)
             if progress:
                 progress(len(frames) * p.repetitions + rep + 1, total[0])
             if r.sm < 0 or r.helper_sm < 0:
                 return None  # no block of the grid landed on that SM: skip it
-            got.append(_frame(phase, work, rep, r))
-        frame = pd.concat(got, ignore_index=True)
-        frames.append(frame)
-        return frame
+            got.append(_columns(phase, work, rep, r))
+        frames.append(got)
+        return {c: np.concatenate([g[c] for g in got]) for c in ("pass", "offset_bytes", "cycles")}
 
     first = {}
     for target in sms:
@@ -411,8 +423,9 @@ def run(
         total[0] += len(rest) * p.repetitions
         for target in rest:
             walk(1, helpers[0], target)
+    parts = [part for got in frames for part in got]
     if p.contention_lines:
-        frames += contention_phase(backend, p, offsets, flush, progress)  # lines placed
-    if not frames:
+        parts += contention_phase(backend, p, offsets, flush, progress)  # lines placed
+    if not parts:
         return pd.DataFrame({f.name: pd.Series(dtype=f.type.to_pandas_dtype()) for f in SCHEMA})
-    return pd.concat(frames, ignore_index=True)
+    return _frame_of(parts)

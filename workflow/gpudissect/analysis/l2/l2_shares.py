@@ -40,12 +40,20 @@ def partner_shares(frame: pd.DataFrame) -> pd.Series:
     """Partner offset -> the median share of its launches beside the reference (a partner
     launched again where its first share was ambiguous or disturbed has several): of its
     undisturbed launches (share at most `DISTURBED_SHARE`) where it has any; the partners in
-    the order of their first launch counted. (With arrays: the sweep asks after every launch,
-    where pandas' grouping cost more than the launch.)"""
-    offset = frame["offset_bytes"].to_numpy(np.int64)
+    the order of their first launch counted."""
+    partners, values = _partner_medians(frame)
+    index = pd.Index(partners, name="offset_bytes")
+    return pd.Series(values, index=index, name="share", dtype=np.float64)
+
+
+def _partner_medians(frame) -> tuple[np.ndarray, np.ndarray]:
+    """`partner_shares` as arrays (partners, median shares) from the columns of `frame` (a
+    DataFrame, or a dict of the columns' arrays: the sweep asks after every launch, where
+    pandas' grouping, and even its frames, cost more than the launch)."""
+    offset = np.asarray(frame["offset_bytes"], dtype=np.int64)
     self_, share = _shares(
-        offset, frame["reference_offset_bytes"].to_numpy(np.int64),
-        frame["order"].to_numpy(float), frame["elapsed_ns"].to_numpy(float),
+        offset, np.asarray(frame["reference_offset_bytes"], dtype=np.int64),
+        np.asarray(frame["order"], dtype=float), np.asarray(frame["elapsed_ns"], dtype=float),
     )  # fmt: skip
     offset, share = offset[~self_], share[~self_]
     clean = share <= DISTURBED_SHARE
@@ -69,22 +77,21 @@ def partner_shares(frame: pd.DataFrame) -> pd.Series:
     first_at = np.full(len(partners), len(group))
     np.minimum.at(first_at, group, np.arange(len(group)))
     first = np.argsort(first_at, kind="stable")
-    index = pd.Index(partners[first], name="offset_bytes")
-    return pd.Series(values[first], index=index, name="share", dtype=np.float64)
+    return partners[first], values[first]
 
 
-def contention_same(frame: pd.DataFrame) -> dict[int, bool]:
+def contention_same(frame) -> dict[int, bool]:
     """Partner offset -> whether it shares the reference's slice (`SAME_SHARE`), for the
-    launches of one reference (the sweep's question after each class search)."""
-    return {int(o): bool(s > SAME_SHARE) for o, s in partner_shares(frame).items()}
+    launches of one reference (the sweep's question after each class search; `frame`: as
+    `_partner_medians` takes it)."""
+    partners, values = _partner_medians(frame)
+    return dict(zip(partners.tolist(), (values > SAME_SHARE).tolist(), strict=True))
 
 
-def contention_ambiguous(frame: pd.DataFrame) -> list[int]:
+def contention_ambiguous(frame) -> list[int]:
     """The partners whose median share lies within `AMBIGUOUS_BAND` of `SAME_SHARE`, or above
     `DISTURBED_SHARE` (the sweep launches them again, `experiments.l2_slices.CONTENTION_RETRIES`
     times at most)."""
-    return [
-        int(o)
-        for o, s in partner_shares(frame).items()
-        if abs(s - SAME_SHARE) < AMBIGUOUS_BAND or s > DISTURBED_SHARE
-    ]
+    partners, values = _partner_medians(frame)
+    again = (np.abs(values - SAME_SHARE) < AMBIGUOUS_BAND) | (values > DISTURBED_SHARE)
+    return partners[again].tolist()

@@ -55,11 +55,17 @@ MAX_SINGLETON_SHARE = 0.05  # classes of one line, as a share of the lines (Good
 # chance that a further line falls in a slice the sample has not met)
 
 
-def first_touch_gap(frame: pd.DataFrame) -> float | None:
+def first_touch_gap(frame) -> float | None:
     """The far minus the near latency of one SM's first touches (pass 0 of one phase), or None
     where they do not fall into two groups: the sweep's one question (which SM can serve as
-    the second helper: the one with the largest gap)."""
-    lat = frame[frame["pass"] == 0].groupby("offset_bytes")["cycles"].min().to_numpy()
+    the second helper: the one with the largest gap). `frame`: the rows of those walks, or a
+    dict of their columns' arrays (`pass`, `offset_bytes`, `cycles`)."""
+    first = np.asarray(frame["pass"]) == 0
+    cycles = np.asarray(frame["cycles"])[first]
+    # each line's minimum over the repetitions, the lines in the order of their offsets
+    lines, line = np.unique(np.asarray(frame["offset_bytes"])[first], return_inverse=True)
+    lat = np.full(lines.size, np.iinfo(np.int64).max, dtype=np.int64)
+    np.minimum.at(lat, line, cycles.astype(np.int64))
     if lat.size < MIN_LINES:
         return None
     nf = split_lines(lat.astype(float))
