@@ -13,7 +13,7 @@ reach.
 
 Each `series` is one layout and one stride: cyclic walks of m elements, one per stride, from
 m = 2 on a grid of `grid_steps_per_octave` steps per octave up to the series' array, then
-rounds that split every onset bracket the walks show (the analysis's `onset_brackets`) into
+rounds that split every onset bracket the walks show (the analysis's `series_brackets`) into
 quarters, down to one element, so reaches come to one stride. Every walk: one untimed
 traversal, then `traversals` timed ones (8-byte elements: the 64-bit chase of kernels/pchase.cu
 over the range's virtual address).

@@ -33,7 +33,8 @@ class SeriesWalks:
 
     @classmethod
     def of_frame(cls, df: pd.DataFrame) -> SeriesWalks:
-        """The walks of one series' rows (one layout and stride: one walk per length)."""
+        """The walks of one series' rows (one layout and stride: one walk per length, its
+        steps from 0, as the trace records them)."""
         walks = cls(int(df["stride_bytes"].iloc[0]))
         elements = df["elements"].to_numpy(np.int64)
         order = np.lexsort((df["step"].to_numpy(np.int64), elements))
