@@ -195,7 +195,7 @@ def _size(rec, params, path, level, sweep, stride_bytes, below) -> cl.SizeFindin
 
     def size_point(n: int) -> np.ndarray:
         frame = _stride_chase(rec, path, level, "size", n, stride_bytes, params.record_steps)
-        new = frame["latency_cycles"].to_numpy(np.float64)
+        new = frame["latency_cycles"].astype(np.float64)
         latencies[n] = np.concatenate([latencies[n], new]) if n in latencies else new
         return new
 
@@ -242,13 +242,13 @@ def _granule(rec, params, path, level, finding) -> pd.DataFrame:
     )
     g = cl.cold_granule(cold["address_bytes"], cold["latency_cycles"], finding.classifier)
     if g.granule_bytes is not None:
-        return cold
+        return cold.frame
     warm = [
-        _stride_chase(rec, path, level, cl.WARM_PHASE, size, 4, steps)
+        _stride_chase(rec, path, level, cl.WARM_PHASE, size, 4, steps).frame
         for size in cl.granule_sizes(finding.size_bytes)
         if limit is None or size <= limit
     ]
-    return pd.concat([cold, *warm])
+    return pd.concat([cold.frame, *warm])
 
 
 def _line_walk(rec, params, path, level, finding, key) -> pd.DataFrame:
@@ -274,7 +274,7 @@ def _line_walk(rec, params, path, level, finding, key) -> pd.DataFrame:
             )
         )
         if not check:
-            slow = finding.classifier.slow(pd.concat(frames)["latency_cycles"])
+            slow = finding.classifier.slow(np.concatenate([f["latency_cycles"] for f in frames]))
             walk = cache_line.line_walk(
                 slow,
                 outlier_rate=finding.classifier.outlier_rate,
@@ -285,7 +285,7 @@ def _line_walk(rec, params, path, level, finding, key) -> pd.DataFrame:
             )
             if walk.overflows:
                 break
-    return pd.concat(frames)
+    return pd.concat([f.frame for f in frames])
 
 
 def _line(rec, params, path, level, finding, first_bytes) -> int | None:
@@ -349,6 +349,6 @@ def run(
             )
         if progress:
             progress(i + 1, len(todo))
-    if not rec.frames:
+    if not rec.launches:
         return pd.DataFrame({f.name: pd.Series(dtype=f.type.to_pandas_dtype()) for f in SCHEMA})
-    return pd.concat(rec.frames, ignore_index=True)
+    return rec.table()

@@ -37,7 +37,7 @@ from ..contract.backend import Backend
 from ..exceptions import TraceError
 from ..patterns import stride_chain
 from .cache_stage1 import PATHS
-from .chase_recorder import ChaseRecorder, backend_paths
+from .chase_recorder import ChaseRecorder, RecordedLaunch, backend_paths
 
 log = logging.getLogger(__name__)
 
@@ -178,9 +178,19 @@ def run(
         _dissect(rec, params, t, enabled[t.path].max_extra_lines, buffer // 8)
         if progress:
             progress(i + 1, len(todo))
-    if not rec.frames:
+    if not rec.launches:
         return pd.DataFrame({f.name: pd.Series(dtype=f.type.to_pandas_dtype()) for f in SCHEMA})
-    return pd.concat(rec.frames, ignore_index=True)
+    return rec.table()
+
+
+def _line_misses(launches: list[RecordedLaunch], classifier, line_bytes: int) -> pd.DataFrame:
+    """`cache_structure.line_miss_table` of the launches' rows, pooled in launch order (the
+    table reads three columns: only those are put together)."""
+    return cs.line_miss_counts(
+        *(np.concatenate([x[c] for x in launches]) for c in cs.LINE_MISS_COLUMNS),
+        classifier,
+        line_bytes,
+    )
 
 
 def _columns(t: Target, phase: str, k: int, array_bytes: int, stride: int) -> dict:
@@ -198,13 +208,13 @@ def _columns(t: Target, phase: str, k: int, array_bytes: int, stride: int) -> di
 def _dissect(rec: ChaseRecorder, params: CachesParams, t: Target, max_k: int, max_records: int):
     b = t.line_bytes
 
-    def walk(k: int, phase: str, passes: int, *, launches: int = 1) -> list[pd.DataFrame]:
+    def walk(k: int, phase: str, passes: int, *, launches: int = 1) -> list[RecordedLaunch]:
         n = t.size_bytes + k * b
         lines = n // b
         chain = stride_chain(array_bytes=n, stride_bytes=b)
-        frames = []
+        recorded = []
         for _ in range(launches):
-            frames.append(
+            recorded.append(
                 rec.chase(
                     path=t.path,
                     chain=chain,
@@ -213,26 +223,20 @@ def _dissect(rec: ChaseRecorder, params: CachesParams, t: Target, max_k: int, ma
                     columns=_columns(t, phase, k, n, b),
                 )
             )
-        return frames
+        return recorded
 
     reference = walk(0, "reference", 2)[0]
-    classifier = cs.reference_classifier(reference["latency_cycles"].to_numpy())
+    classifier = cs.reference_classifier(reference["latency_cycles"])
     tables, streak = [], 0
     for k in range(1, max_k + 1):
         lines = t.size_bytes // b + k
-        frames = walk(k, "sets", params.set_passes)
-        first = cs.line_miss_table(frames[0], classifier, b)
+        recorded = walk(k, "sets", params.set_passes)
+        first = _line_misses(recorded[:1], classifier, b)
         if min(max_records // lines, params.set_passes) < 2 or not cs.deterministic(first):
             more = min(-(-params.set_passes * lines // max_records), params.max_launches_per_k) - 1
             if more > 0:
-                frames += walk(k, "sets", params.set_passes, launches=more)
-        # the table reads three columns: only those are put together
-        read = ["extra_lines", "address_bytes", "latency_cycles"]
-        table = (
-            first
-            if len(frames) == 1
-            else cs.line_miss_table(pd.concat([f[read] for f in frames]), classifier, b)
-        )
+                recorded += walk(k, "sets", params.set_passes, launches=more)
+        table = first if len(recorded) == 1 else _line_misses(recorded, classifier, b)
         tables.append(table)
         streak = streak + 1 if np.mean(table["missing"]) >= cs.COMPLETE else 0
         if streak >= 2:

@@ -35,6 +35,8 @@ from .level_size import Classifier
 LINE_ALPHA = 1e-3  # significance of a line's misses at one k against the outlier rate
 PERSISTENCE = 0.8  # share of later k at which a member keeps missing
 COMPLETE = 0.99  # share of lines with an onset that counts as "every line misses"
+# the columns `line_miss_table` reads, in the order `line_miss_counts` takes them
+LINE_MISS_COLUMNS = ("extra_lines", "address_bytes", "latency_cycles")
 
 
 def reference_classifier(latency: np.ndarray) -> Classifier:
@@ -52,9 +54,22 @@ def line_miss_table(rows: pd.DataFrame, classifier: Classifier, line_bytes: int)
     """Per (extra_lines k, line), in that order: accesses and misses, pooled over a k's
     launches. (Counted with numpy sorts: the caches sweep reads this table after every
     launch of its sets phase, where a pandas group-by cost more than the launch.)"""
-    k = rows["extra_lines"].to_numpy()
-    line = rows["address_bytes"].to_numpy() // line_bytes
-    miss = classifier.slow(rows["latency_cycles"].to_numpy())
+    return line_miss_counts(
+        *(rows[c].to_numpy() for c in LINE_MISS_COLUMNS), classifier, line_bytes
+    )
+
+
+def line_miss_counts(
+    extra_lines: np.ndarray,
+    address_bytes: np.ndarray,
+    latency_cycles: np.ndarray,
+    classifier: Classifier,
+    line_bytes: int,
+) -> pd.DataFrame:
+    """`line_miss_table` of the accesses given as arrays (the sweep keeps its launches so)."""
+    k = extra_lines
+    line = address_bytes // line_bytes
+    miss = classifier.slow(latency_cycles)
     order = np.lexsort((line, k))
     k, line, miss = k[order], line[order], miss[order].astype(np.int64)
     first = np.flatnonzero(np.r_[True, (k[1:] != k[:-1]) | (line[1:] != line[:-1])])
@@ -63,8 +78,11 @@ def line_miss_table(rows: pd.DataFrame, classifier: Classifier, line_bytes: int)
     size = np.diff(np.r_[first, len(k)]).astype(np.int64)
     total = np.add.reduceat(miss, first) if len(k) else miss[:0]
     # a line misses at k when its slow accesses there are more than timing outliers explain
-    p = binom_sf(total - 1, size, classifier.outlier_rate)
-    missing = (total >= 2) & (p < LINE_ALPHA) | (total == size)
+    # (the test asked only of lines with two slow accesses or more: most lines have none)
+    missing = total == size
+    tested = np.flatnonzero((total >= 2) & ~missing)
+    p = binom_sf(total[tested] - 1, size[tested], classifier.outlier_rate)
+    missing[tested] = p < LINE_ALPHA
     return pd.DataFrame(
         {"k": k[first], "line": line[first], "size": size, "sum": total, "missing": missing}
     )
