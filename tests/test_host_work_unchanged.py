@@ -13,6 +13,7 @@ from gpudissect.analysis.caches.level_size import Classifier
 from gpudissect.analysis.common.misses import binom_sf
 from gpudissect.analysis.l2 import l2_shares as l2s
 from gpudissect.analysis.l2 import l2_slices as l2sl
+from gpudissect.analysis.requests import requests as rq
 from gpudissect.analysis.tlb import tlb_mappings as tm
 from gpudissect.analysis.tlb import tlb_shift
 from gpudissect.analysis.tlb.tlb import _slow_threshold
@@ -335,6 +336,29 @@ def line_miss_table_before(rows, classifier, line_bytes):
     return out
 
 
+def run_latency_before(elapsed, block_threads):
+    a = np.asarray(elapsed)
+    if a.size <= block_threads:
+        return float(a.sum(dtype=np.float64)) / a.size
+    return max(
+        float(a[i : i + block_threads].sum(dtype=np.float64)) / a[i : i + block_threads].size
+        for i in range(0, a.size, block_threads)
+    )
+
+
+def thread_latency_table_before(data):
+    lengths = np.fromiter((len(a) for a in data["elapsed_cycles"]), np.int64, len(data))
+    per_block = data["block_threads"] if "block_threads" in data.columns else lengths
+    runs = map(run_latency_before, data["elapsed_cycles"], per_block)
+    per_run = np.fromiter(runs, np.float64, len(data))
+    blocks = data["blocks"] if "blocks" in data.columns else np.ones(len(data), np.int64)
+    df = data[[*rq.KEYS, "threads"]].assign(run_latency=per_run, blocks=np.asarray(blocks))
+    g = df.groupby([*rq.KEYS, "threads"], sort=True)
+    out = g.agg(runs=("run_latency", "size"), blocks=("blocks", "max"))
+    out.insert(0, "latency_cycles", rq._harmonic_means(per_run, g.ngroup().to_numpy(), len(out)))
+    return out.reset_index()
+
+
 # --- inputs -------------------------------------------------------------------------------------
 def _mixtures():
     """Seeded latency mixtures: 1 to 6 levels of random centres, counts and jitter (integer
@@ -609,3 +633,69 @@ def test_line_miss_tables_are_unchanged_on_the_h200_sets_phase():
     pd.testing.assert_frame_equal(
         cs.line_miss_table(empty, base, 128), line_miss_table_before(empty, base, 128)
     )
+
+
+def _request_runs(seed: int, with_blocks: bool) -> pd.DataFrame:
+    """Seeded runs of 1 to 4096 threads in one block or several (block_threads_of), thread
+    times up to 2^32 - 1 cycles, as lists or as uint32 arrays."""
+    from gpudissect.experiments.requests import block_threads_of, blocks_of
+
+    rng = np.random.default_rng(seed)
+    rows = []
+    for i in range(300):
+        threads = int(rng.choice([1, 2, 31, 32, 1024, 1025, 1056, 2047, 3000, 4096]))
+        top = int(rng.choice([2000, 2**20, 2**32 - 1]))
+        elapsed = rng.integers(1, top, threads, endpoint=True).astype(np.uint32)
+        rows.append({"pattern": ("unq", "merger2")[i % 2], "merge_threads": 1 + i % 2,
+                     "loads_per_thread": 1 + i % 3, "threads": threads, "run": i % 3,
+                     "blocks": blocks_of(threads), "block_threads": block_threads_of(threads),
+                     "elapsed_cycles": elapsed.tolist() if i % 5 == 0 else elapsed})  # fmt: skip
+    df = pd.DataFrame(rows)
+    return df if with_blocks else df.drop(columns=["blocks", "block_threads"])
+
+
+@pytest.mark.parametrize("with_blocks", [True, False])
+@pytest.mark.parametrize("seed", range(3))
+def test_thread_latency_table_is_unchanged_on_seeded_runs(seed, with_blocks):
+    data = _request_runs(seed, with_blocks)
+    assert (data["threads"] > 1024).any() and (data["threads"] <= 1024).any()
+    pd.testing.assert_frame_equal(
+        rq.thread_latency_table(data), thread_latency_table_before(data), check_exact=True
+    )
+
+
+def test_thread_latency_table_is_unchanged_on_every_repeat_of_the_h200_sweep():
+    data = _trace("requests")
+    repeats = 0
+    for _, one in data.groupby("repeat"):
+        pd.testing.assert_frame_equal(
+            rq.thread_latency_table(one), thread_latency_table_before(one), check_exact=True
+        )
+        repeats += 1
+    assert repeats > 1
+
+
+def pattern_offsets_before(*, threads, loads_per_thread, merge_threads, block_bytes):
+    groups = -(-threads // merge_threads)
+    t = np.arange(threads)[:, None]
+    j = np.arange(loads_per_thread)[None, :]
+    return ((j * groups + t // merge_threads) * block_bytes).astype(np.uint32)
+
+
+@pytest.mark.parametrize("block_bytes", [4, 128, 32768])
+def test_pattern_offsets_are_unchanged(block_bytes):
+    from gpudissect.experiments.requests import PATTERNS, pattern_offsets
+
+    compared = 0
+    for threads in (1, 2, 3, 31, 32, 33, 1000, 1024, 1056, 2048, 4096):
+        for n in range(1, 9):
+            if n * threads * block_bytes >= 2**32:  # parse_params refuses these footprints
+                continue
+            for k in PATTERNS.values():
+                kw = {"threads": threads, "loads_per_thread": n, "merge_threads": k,
+                      "block_bytes": block_bytes}  # fmt: skip
+                got, want = pattern_offsets(**kw), pattern_offsets_before(**kw)
+                assert got.dtype == want.dtype and got.flags.c_contiguous
+                assert np.array_equal(got, want), kw
+                compared += 1
+    assert compared > 400

@@ -233,9 +233,11 @@ def pattern_offsets(
     ``G = ceil(threads / K)`` blocks per load, so every load instruction touches its own blocks
     (UNQ: K = 1) and exactly K neighbouring threads share each block (MergerK)."""
     groups = -(-threads // merge_threads)
-    t = np.arange(threads)[:, None]
-    j = np.arange(loads_per_thread)[None, :]
-    return ((j * groups + t // merge_threads) * block_bytes).astype(np.uint32)
+    # in uint32 throughout: every term and sum is below the largest offset, which parse_params
+    # keeps below 2^32
+    block = np.arange(threads, dtype=np.uint32) // np.uint32(merge_threads) * np.uint32(block_bytes)
+    load = np.arange(loads_per_thread, dtype=np.uint32) * np.uint32(groups * block_bytes)
+    return block[:, None] + load[None, :]
 
 
 @dataclass(frozen=True)
@@ -358,7 +360,7 @@ def _run_once(
                 result.sm_clock_mhz,
             )
         )  # fmt: skip
-        elapsed.extend(result.elapsed_cycles[r] for r in range(sweep.runs))
+        elapsed.extend(result.elapsed_cycles[: sweep.runs])  # its rows, run by run
         if progress:
             counted = (counted[0] + 1, counted[1])
             progress(*counted)

@@ -89,8 +89,7 @@ def thread_latency_table(data: pd.DataFrame) -> pd.DataFrame:
         raise AnalysisError("a launch recorded no thread times")
     # a trace without the column (one block per launch) times each launch as one block
     per_block = data["block_threads"] if "block_threads" in data.columns else lengths
-    runs = map(_run_latency, data["elapsed_cycles"], per_block)
-    per_run = np.fromiter(runs, np.float64, len(data))
+    per_run = _run_latencies(data["elapsed_cycles"], lengths, np.asarray(per_block, np.int64))
     blocks = data["blocks"] if "blocks" in data.columns else np.ones(len(data), np.int64)
     df = data[[*KEYS, "threads"]].assign(run_latency=per_run, blocks=np.asarray(blocks))
     g = df.groupby([*KEYS, "threads"], sort=True)
@@ -129,6 +128,26 @@ def _segments(df: pd.DataFrame) -> list[pd.DataFrame]:
         return [df]
     edges = [0, *(np.flatnonzero(np.diff(df["blocks"].to_numpy())) + 1), len(df)]
     return [df.iloc[a:b] for a, b in zip(edges, edges[1:], strict=False) if b > a]
+
+
+def _run_latencies(elapsed, lengths: np.ndarray, block_threads: np.ndarray) -> np.ndarray:
+    """`_run_latency` of every run at once: the runs' blocks summed in one pass over all their
+    thread times (integer cycles: exact sums, whatever the order, so each value is the one
+    `_run_latency` gives). Runs of other numbers than integers go one at a time."""
+    parts = [np.asarray(a) for a in elapsed]
+    flat = np.concatenate(parts) if parts else np.zeros(0, np.int64)
+    if flat.dtype.kind not in "iub" or (block_threads <= 0).any():
+        return np.fromiter(map(_run_latency, parts, block_threads), np.float64, len(parts))
+    # run r holds ceil(L / B) blocks (one when L <= B): B threads each, the last the rest
+    blocks = np.maximum(-(-lengths // block_threads), 1)
+    first = np.r_[0, np.cumsum(blocks)[:-1]]  # each run's first block
+    size = np.repeat(block_threads, blocks)
+    last = first + blocks - 1
+    size[last] = lengths - (blocks - 1) * block_threads
+    starts = np.r_[0, np.cumsum(size)[:-1]]
+    sums = np.add.reduceat(flat, starts, dtype=np.int64) if len(flat) else flat[:0]
+    means = sums.astype(np.float64) / size
+    return np.maximum.reduceat(means, first) if len(means) else means
 
 
 def _run_latency(elapsed, block_threads: int) -> float:
