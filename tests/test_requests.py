@@ -205,6 +205,31 @@ def test_prt_entries_that_every_sweep_allows_alike_are_a_range_not_its_upper_end
     assert el["max_outstanding"]["range"] == [46 * 32, 47 * 32]
 
 
+def test_early_saturations_bound_requests_when_the_prt_entries_are_a_range():
+    # the entries are the range [46, 47] (no size allowed by more sweeps); two sweeps saturate
+    # below 46 warp instructions and agree on [1200, 1280] distinct requests: the request limit
+    # is the largest count consistent with both, with the classification's confidence (a range
+    # of entries has none of its own)
+    from types import SimpleNamespace
+
+    from gpudissect.analysis.requests.request_table import _prt_outstanding
+
+    def sweep(threads, mshr):
+        return SimpleNamespace(
+            pattern="unq",
+            loads_per_thread=1,
+            saturation=SimpleNamespace(threads=threads, next_threads=threads + 32),
+            bounds=lambda kind: (38, 40) if kind == "prt" else mshr,
+        )
+
+    entries = {"value": None, "undetermined": "alike", "range": [46, 47]}
+    early = [sweep(1248, (1200, 1280)), sweep(1280, (1216, 1300))]
+    got = _prt_outstanding(early, 46, None, entries, 0.5)
+    assert (got["value"], got["range"]) == (1280, [1216, 1280])
+    assert got["confidence"] == pytest.approx(0.5 * 0.8)
+    assert "entries x 32 would be 1472-1504" in got["evidence"]
+
+
 def test_one_saturated_sweep_cannot_separate_mshr_from_prt():
     table = thread_latency_table(synthetic_trace(mshr_curve(), sweeps=[("unq", 1)]))
     el = classify(fit_sweeps(table), limit=None)

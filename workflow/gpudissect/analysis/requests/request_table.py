@@ -188,7 +188,7 @@ def classify(sweeps: list[SweepResult], *, limit: int | None) -> dict[str, Any]:
             "a PRT entry tracks one warp load instruction with all its requests; merging is not "
             "bounded per entry"
         )
-        doc["max_outstanding"] = _prt_outstanding(saturated, lo, value, doc["entries"])
+        doc["max_outstanding"] = _prt_outstanding(saturated, lo, value, doc["entries"], confidence)
     return doc
 
 
@@ -218,10 +218,14 @@ def _entries(
     ) | {"range": [int(lo), int(hi)]}, int(lo)
 
 
-def _prt_outstanding(saturated, lo, entries: int | None, entries_q: dict) -> dict[str, Any]:
+def _prt_outstanding(
+    saturated, lo, entries: int | None, entries_q: dict, confidence: float
+) -> dict[str, Any]:
     """Requests one SM holds in flight under a PRT: entries x 32, unless sweeps saturate before
     the entries run out (their warp instructions bound the table below `lo`). Those then bound a
-    request limit by the distinct blocks in flight at their saturation points (all must agree)."""
+    request limit by the distinct blocks in flight at their saturation points (all must agree).
+    `confidence`: the classification's (the entries' where they are determined; a range of
+    entries carries none)."""
     early = [s for s in saturated if s.bounds("prt")[1] < lo]
     if entries is None:  # the sizes the sweeps allow alike
         named, requests = (
@@ -242,7 +246,7 @@ def _prt_outstanding(saturated, lo, entries: int | None, entries_q: dict) -> dic
             return quantity(
                 int(r_hi),
                 unit="requests",
-                confidence=entries_q["confidence"] * (1.0 if r_hi == r_lo else 0.8),
+                confidence=confidence * (1.0 if r_hi == r_lo else 0.8),
                 method=(
                     "distinct requests in flight where sweeps saturate before the PRT's entries "
                     "run out (a request limit below entries x 32): largest count consistent "
@@ -267,7 +271,7 @@ def _prt_outstanding(saturated, lo, entries: int | None, entries_q: dict) -> dic
     return quantity(
         entries * WARP_THREADS,
         unit="requests",
-        confidence=entries_q["confidence"],
+        confidence=confidence,
         method="PRT entries x 32 requests of a fully uncoalesced warp instruction (Sec. 5.2)",
         evidence=f"{entries} entries x {WARP_THREADS}",
     )
