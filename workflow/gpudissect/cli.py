@@ -227,16 +227,39 @@ def _draw_experiment(
         raise GpuDissectError(f"plot of {fam.name} did not make {sorted(missing)}")
     for stem, fig in figures.items():
         _label_simulated(fig, doc)
-        for k, ext in enumerate(formats):
-            fig.savefig(Path(out_dir) / f"{stem}.{ext}", dpi=150)
-            if k == 0:  # the layout is done: later formats reuse it instead of redoing it
-                fig.set_layout_engine("none")
+        _lay_out(fig, dpi=_DPI)
+        for ext in formats:
+            fig.savefig(Path(out_dir) / f"{stem}.{ext}", dpi=_DPI)
         # the caption says what this drawing draws (its axes, series and marks)
         caption_path(Path(out_dir) / f"{stem}.png").write_text(
             caption_text(fig, stem, prose(stem)) + "\n"
         )
         plt.close(fig)
     log.info("%s: %d figures", name, len(figures))
+
+
+_DPI = 150  # of the PNG files; a PDF keeps the layout laid out at it
+
+
+def _lay_out(fig, *, dpi: float) -> None:
+    """Lay the figure out once, at the resolution it is saved at, and take its layout engine
+    away: every format's savefig then only draws. A figure with an engine (even the placeholder
+    that `set_layout_engine("none")` leaves) is drawn twice by each savefig, once without output
+    to lay it out and once to render, every tick and text measured again; the layout made here
+    is the one the first savefig would make, so the files are the same."""
+    import matplotlib
+
+    engine = fig.get_layout_engine()
+    fig.set_dpi(dpi)
+    if engine is not None and fig.axes:
+        try:
+            engine.execute(fig)
+        except ValueError:  # as Figure.draw: a layout that cannot be made keeps the positions
+            pass
+    # no engine at all (None, not the placeholder), whatever the rc file says of a default one
+    no_default = {"figure.autolayout": False, "figure.constrained_layout.use": False}
+    with matplotlib.rc_context(no_default):
+        fig.set_layout_engine(None)
 
 
 def _label_simulated(fig, doc: dict) -> None:
