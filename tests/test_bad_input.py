@@ -162,6 +162,25 @@ def test_analyze_takes_the_experiment_from_the_trace(tmp_path, capsys):
     assert "was written by experiment 'l1_size'" in capsys.readouterr().err
 
 
+def test_analyze_refuses_a_trace_whose_columns_are_not_its_experiments(tmp_path, capsys):
+    import numpy as np
+    import pyarrow as pa
+    from test_traces import PROV, _frame
+
+    from gpudissect.experiments import l1_size
+    from gpudissect.traces import write_trace
+
+    at = l1_size.SCHEMA.get_field_index("latency_cycles")
+    schema = l1_size.SCHEMA.set(at, pa.field("latency_cycles", pa.float64()))
+    frame = _frame().astype({"latency_cycles": np.float64})
+    trace = write_trace(tmp_path / "w.parquet", frame, schema=schema, provenance=PROV)
+    out = tmp_path / "a.json"
+    assert main(["analyze", "--trace", str(trace), "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert f"{trace}: schema does not match the experiment's declared schema" in err
+    assert "latency_cycles: double" in err and not out.exists()
+
+
 def test_analyze_refuses_to_write_its_table_over_the_trace(tmp_path, capsys):
     # `--out X.json` puts the figure table at X.parquet: with the trace at that path it would
     # be overwritten

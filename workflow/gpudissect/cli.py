@@ -103,11 +103,15 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 
 def cmd_analyze(args: argparse.Namespace) -> int:
+    import pyarrow.parquet as pq
+
     from .analysis.common.result import table_path, write_result, write_table
     from .families import family
-    from .traces import read_trace
+    from .traces import check_schema, read_trace
 
-    named = read_trace(args.trace).provenance["experiment"]
+    # read once: the trace names its experiment, whose schema its columns must then match
+    trace = read_trace(args.trace)
+    named = trace.provenance["experiment"]
     if args.experiment and args.experiment != named:
         raise GpuDissectError(
             f"analyze --experiment: {args.experiment!r}, but trace {args.trace} was written by "
@@ -120,7 +124,7 @@ def cmd_analyze(args: argparse.Namespace) -> int:
             f"{table_path(args.out)}, the trace being read; allowed: a result path whose "
             ".parquet sibling is not the trace (e.g. another folder or name)"
         )
-    trace = read_trace(args.trace, schema=fam.schema)
+    check_schema(pq.read_schema(trace.path), fam.schema, trace.path)  # the footer's schema
     inputs = dict(kv.split("=", 1) for kv in args.input or [])
     doc = fam.analyse(trace.data, provenance=trace.provenance, inputs=inputs)
     if fam.table is not None:  # the tidy table the figures draw, beside the document

@@ -204,14 +204,19 @@ def read_trace(path: str | os.PathLike, *, schema: pa.Schema | None = None) -> T
     if missing:
         raise TraceError(f"{path}: provenance lacks {missing}")
     if schema is not None:
-        got = table.schema.remove_metadata()
-        if not got.equals(schema.remove_metadata()):
-            raise TraceError(
-                f"{path}: schema does not match the experiment's declared schema\n"
-                f"expected: {schema}\nfound: {got}"
-            )
+        check_schema(table.schema, schema, path)
     check_ranges(table, path, experiment=str(provenance.get("experiment", "")))
     return Trace(data=table.to_pandas(), provenance=provenance, path=path)
+
+
+def check_schema(found: pa.Schema, schema: pa.Schema, path: Path | str) -> None:
+    """Raise TraceError naming the file where a trace's columns are not the experiment's."""
+    got = found.remove_metadata()
+    if not got.equals(schema.remove_metadata()):
+        raise TraceError(
+            f"{path}: schema does not match the experiment's declared schema\n"
+            f"expected: {schema}\nfound: {got}"
+        )
 
 
 def _read_verified(path: Path) -> pa.Table:
