@@ -162,6 +162,65 @@ def test_non_finite_measurements_are_found_in_list_cells_too():
     refuse_non_finite(frame)  # finite everywhere a measurement is
 
 
+def _one_by_one(cells):
+    """A list column's flags as refuse_non_finite once made them, cell by cell."""
+    return [not np.all(np.isfinite(np.asarray(c, dtype=float))) for c in cells]
+
+
+def _column(cells):
+    column = np.empty(len(cells), dtype=object)
+    column[:] = cells
+    return column
+
+
+def test_list_cells_are_flagged_as_one_by_one():
+    from gpudissect.traces import _bad_cells
+
+    rng = np.random.default_rng(7)
+    cells = []
+    for _ in range(500):
+        cell = rng.normal(size=int(rng.integers(0, 6))).astype(rng.choice(["f2", "f4", "f8"]))
+        if cell.size and rng.random() < 0.2:
+            cell[rng.integers(cell.size)] = rng.choice([np.nan, np.inf, -np.inf])
+        cells.append(cell)
+    flags = _one_by_one(cells)
+    assert 0 < sum(flags) < len(cells) and any(c.size == 0 for c in cells)
+    assert _bad_cells(_column(cells)).tolist() == flags
+    # a non-finite value first or last in a cell, next to empty cells, in a lone cell
+    edges = [np.array([]), np.array([np.nan, 1.0]), np.array([]), np.array([2.0, np.inf])]
+    assert _bad_cells(_column(edges)).tolist() == [False, True, False, True]
+    assert _bad_cells(_column([np.array([-np.inf])])).tolist() == [True]
+    # integer and boolean cells are finite, beside float cells too
+    ints = [np.array([1, 2], dtype=np.uint32), np.array([], dtype=np.int64), np.array([True])]
+    assert _bad_cells(_column(ints)).tolist() == [False, False, False]
+    assert _bad_cells(_column([*ints, np.array([np.nan])])).tolist() == [False] * 3 + [True]
+    # only empty cells, no cells
+    assert _bad_cells(_column([np.array([]), np.array([], dtype=np.int32)])).tolist() == [
+        False,
+        False,
+    ]
+    assert _bad_cells(_column([])).tolist() == []
+    # cells that are not 1-D numeric arrays are read one by one, as before: a null list (None)
+    # reads as NaN, a Python list and a scalar as their values, a 2-D array as its values
+    others = [
+        np.array([1.0]),
+        None,
+        [2.0, 3.0],
+        [np.nan],
+        4.0,
+        np.array([[1.0, np.inf]]),
+        np.array([[1.0, 2.0]]),
+    ]
+    flags = _one_by_one(others)
+    assert flags == [False, True, False, True, False, True, False]
+    assert _bad_cells(_column(others)).tolist() == flags
+    # a long double beyond a float's range (where the platform has one) reads as infinite
+    with np.errstate(over="ignore"):  # the cast to float overflows, as it is meant to
+        beyond = np.array([np.finfo(np.float64).max], dtype=np.longdouble) * 4
+        cells = [np.array([1.0]), beyond, np.array([2.0], dtype=np.longdouble)]
+        assert _bad_cells(_column(cells)).tolist() == _one_by_one(cells)
+
+
 # --- integrity: page checksums and column ranges --------------------------------------------
 
 REFERENCE = Path(__file__).resolve().parents[1] / "results" / "reference" / "h100" / "traces"

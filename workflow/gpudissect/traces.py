@@ -294,7 +294,7 @@ def refuse_non_finite(data: pd.DataFrame, *, where: str = "trace") -> None:
             continue
         column = data[name]
         if column.dtype == object:  # list cells: one flag per row
-            bad = np.array([not np.all(np.isfinite(np.asarray(c, dtype=float))) for c in column])
+            bad = _bad_cells(column.to_numpy())
         elif pd.api.types.is_numeric_dtype(column):
             bad = ~np.isfinite(column.to_numpy(dtype=float))
         else:
@@ -305,3 +305,33 @@ def refuse_non_finite(data: pd.DataFrame, *, where: str = "trace") -> None:
                 f"{where}: column {name!r} has {int(bad.sum())} NaN/infinite value(s), first in "
                 f"row {row}; allowed: finite measurements (re-run the sweep that wrote it)"
             )
+
+
+def _bad_cells(cells: np.ndarray) -> np.ndarray:
+    """One flag per list cell: whether it holds a NaN or infinite value, as each cell's values
+    read as floats tell. Cells as a trace's list columns read (1-D arrays of integers or of
+    floats of at most 64 bits) are checked all at once (a request sweep has a hundred thousand
+    of them): integers are finite, floats are checked in one array of their values. Any other
+    cell (None, a list, a scalar) is read one by one."""
+    floats = False
+    for c in cells:
+        if type(c) is not np.ndarray or c.ndim != 1 or c.dtype.kind not in "biuf":
+            return _bad_cells_one_by_one(cells)
+        if c.dtype.kind == "f":
+            if c.dtype.itemsize > 8:  # a long double may lie beyond a float's range
+                return _bad_cells_one_by_one(cells)
+            floats = True
+    if not floats:  # integers and booleans only: all finite
+        return np.zeros(len(cells), dtype=bool)
+    # integers beside floats promote to a float type that holds them: finite still
+    where = np.flatnonzero(~np.isfinite(np.concatenate(cells)))
+    ends = np.cumsum([c.size for c in cells], dtype=np.int64)
+    bad = np.zeros(len(cells), dtype=bool)
+    bad[np.searchsorted(ends, where, side="right")] = True  # the cell that holds each value
+    return bad
+
+
+def _bad_cells_one_by_one(cells: np.ndarray) -> np.ndarray:
+    return np.array(
+        [not np.all(np.isfinite(np.asarray(c, dtype=float))) for c in cells], dtype=bool
+    )
