@@ -575,14 +575,30 @@ def test_a_store_of_home_lines_spreads_each_partitions_lines_over_every_set():
 
 
 @pytest.mark.parametrize("readonly_miss", [288.0, 301.0])
-def test_an_l1_level_path_whose_miss_differs_from_the_ca_paths_gets_its_own_l2_latency(
+def test_an_l1_level_path_whose_miss_differs_from_the_twins_l2_hit_gets_its_own_l2_latency(
     readonly_miss,
 ):
-    # the H200's L2 hit is a median over two address groups (292.5 cycles), its ca-path L1
-    # miss 286: a read-only miss of 301 is within 3 % of the median but 5 % above the ca
-    # path's, so the read-only path reaches the L2 at a latency of its own; 288 does not
+    # the H200's twin starts its L2 hits from the fast group of the near hits (283 cycles; the
+    # slow group comes from the slices): a read-only miss of 301 is 6 % above it, so the
+    # read-only path reaches the L2 at a latency of its own; 288 (2 %) does not
     topo = copy.deepcopy(_topology("h200"))
+    assert topo["elements"]["l2"]["near_hit_groups"]["value"][0] == 283.0
     topo["elements"]["readonly"]["miss_latency_cycles"] = _entry(readonly_miss, "caches", "cycles")
     topo["elements"]["l1d"]["miss_latency_cycles"] = _entry(286.0, "caches", "cycles")
     paths = twin_profile(topo, name="t").profile["caches"]["l2"].get("path_latency_cycles", {})
     assert paths.get("nc") == (301 if readonly_miss == 301.0 else None)
+    assert "ca" not in paths  # 286 is within 3 % of 283
+
+
+def test_the_h100s_ca_and_nc_misses_above_its_fast_near_hits_give_the_l2_their_latencies():
+    # GPU-6cdfae92 (the h100 reference): the L1 misses read 292 (ca) and 296 (nc) cycles, 3 and
+    # 5 % above the 283-cycle fast group the twin's L2 starts from; with the L2's own latency on
+    # both paths the twin's miss penalties (miss - hit) are the GPU's, not 8 and 12 cycles short
+    topo = _topology("h100")
+    paths = twin_profile(topo, name="t").profile["caches"]["l2"]["path_latency_cycles"]
+    misses = {
+        path: round(topo["elements"][element]["miss_latency_cycles"]["value"])
+        for path, element in (("ca", "l1d"), ("nc", "readonly"))
+    }
+    assert misses == {"ca": 292, "nc": 296}
+    assert {k: paths[k] for k in misses} == misses
