@@ -50,10 +50,12 @@ $(VENV)/.slurm: $(VENV)/.installed
 
 # The suite in TEST_WORKERS processes (pytest-xdist), each module whole in one of them, the
 # end-to-end modules first (tests/conftest.py); TEST_WORKERS=0 runs it in this process alone.
+# The twenty slowest tests are listed at the end, where the suite's time goes.
 test: lint test-suite
 
 test-suite: $(VENV)/.slurm
-	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadscope --no-loadscope-reorder
+	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadscope --no-loadscope-reorder \
+		--durations=20
 
 gpu-test: $(VENV)/.installed
 	$(BIN)/python -m pytest -q -m gpu
