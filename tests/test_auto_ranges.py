@@ -267,15 +267,28 @@ def test_h100_tlb_rules_and_the_reference_strides():
     assert (first, smallest) == (2 << 20, 4096) and largest >= 32 << 20
     # the reference's L2 TLB overflowed at 1932 pages: 242 + 4 one-page walks (it ran 300)
     assert tlb_dense_pages(1932) == 246
-    # the stride search on the committed H100 reach walks: at 2 MiB no walk misses, at 8 MiB
-    # the misses lie 32 MiB apart, 32 MiB is the first stride at the page: the three strides
-    # config/gpu.yaml used to set by hand, so the search costs no launch more
+    # the stride search replayed on the committed H100 reach walks (GPU-6cdfae92): its 2 MiB
+    # walks alone read as misses one stride apart, so it went down to 512 KiB, where with them
+    # no walk misses; then up: at 8 MiB the misses lie 32 MiB apart, 32 MiB is the first stride
+    # at the page. The replay makes the strides the GPU's run walked, and no other
     ref = REPO / "results" / "reference" / "h100" / "traces" / "gpu0" / "tlbs.parquet"
     reach = read_trace(ref).data.query("stage == 'reach'")
     mib = 1 << 20
-    by_strides = {s: reach[reach["stride_bytes"].isin(s)] for s in ((2 * mib,), (2 * mib, 8 * mib))}
-    assert page_verdict(by_strides[(2 * mib,)]) == ("none", None)
-    assert page_verdict(by_strides[(2 * mib, 8 * mib)]) == ("page", 32 * mib)
+    swept, verdicts = [first], []
+    while True:
+        verdict, page = page_verdict(reach[reach["stride_bytes"].isin(swept)])
+        verdicts.append(verdict)
+        if verdict == "smaller" and min(swept) // 4 >= smallest:
+            swept.append(min(swept) // 4)
+        elif verdict == "none" and max(swept) * 4 <= largest:
+            swept.append(max(swept) * 4)
+        elif verdict == "page" and max(swept) < page and max(swept) * 4 <= largest:
+            swept.append(max(swept) * 4)
+        else:
+            break
+    assert swept == [2 * mib, mib // 2, 8 * mib, 32 * mib]
+    assert verdicts == ["smaller", "none", "page", "page"] and page == 32 * mib
+    assert sorted(swept) == sorted(reach["stride_bytes"].unique())
 
 
 def test_h100_like_reach_walks_pick_the_gpu_strides_and_find_the_l1_tlb():

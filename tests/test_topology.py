@@ -283,7 +283,11 @@ def test_the_mt4g_form_uses_mt4g_field_names_and_keeps_the_rest():
     assert m["compute"]["multiProcessorCount"] == doc["driver"]["sm_count"]
     # nothing is lost: quantities without an MT4G field and the undetermined stay, by our names
     assert "l2_tlb" in m["gpudissect"]["quantities_without_mt4g_field"]
-    assert "sets" in m["gpudissect"]["undetermined"]["l1d"]
+    # the reference's L1: sets measured (no MT4G field), its bit-defined index undetermined
+    # because the index is hashed (the masks kept beside it)
+    sets = doc["elements"]["l1d"]["sets"]["value"]
+    assert m["gpudissect"]["quantities_without_mt4g_field"]["l1d"]["sets"]["value"] == sets
+    assert "hashed" in m["gpudissect"]["undetermined"]["l1d"]["set_index_bits"]
 
 
 def test_the_topology_table_puts_paper_and_driver_values_beside_the_measured_ones():
@@ -297,8 +301,11 @@ def test_the_topology_table_puts_paper_and_driver_values_beside_the_measured_one
     assert rows["L1 data"][2] == "128 B [64 B]"
     assert "(driver 50 MiB)" in rows["L2"][1]
     assert rows["Main memory"][1].endswith("(driver)")
-    # main memory's latency is the L2's miss latency, read by the timed window (raw); the
-    # reference run had no timing_overhead analysis to calibrate it with
-    miss = doc["elements"]["l2"]["miss_latency_cycles"]["value"]
-    assert rows["Main memory"][3] == f"{miss:.0f} raw / uncalibrated"
+    # main memory's latency is the L2's miss latency, read by the timed window (raw) and less
+    # the window overhead timing_overhead measured (calibrated)
+    miss = doc["elements"]["l2"]["miss_latency_cycles"]
+    overhead = miss["calibration"]["window_overhead_cycles"]
+    assert rows["Main memory"][3] == (
+        f"{miss['value']:.0f} raw / {miss['value'] - overhead:.0f} calibrated"
+    )
     assert len(to_markdown(table)) == 2 + len(table.rows) + 1 + len(table.notes)
