@@ -123,6 +123,8 @@ CROSS_CHECK = [
     ),
     ({"kind": "lru"}, [5, 3, 4], {"kind": "bits"}, 128, 0),
     ({"kind": "srrip"}, [4, 3, 4, 2] * 2, {"kind": "xor", "masks": [0x120, 0x240, 0x480]}, 32, 1),
+    # one set: a prefetched line may replace the line whose miss fetched it
+    ({"kind": "random"}, [3], {"kind": "bits"}, 64, 1),
 ]
 
 
@@ -166,3 +168,11 @@ def test_engine_matches_reference_model(
     got = gpu.load_sequence("ca", addrs)
     assert list(got) == expected
     assert 0.05 < np.mean(got == HIT_CYCLES) < 0.95  # the trace exercises both outcomes
+    # then a walk of small steps, on from the same state: runs of loads of one sector and line
+    # (the engine's shortcut for a sector loaded again) between moves to other sets
+    steps = np.random.default_rng(6).integers(-160, 161, 5000)
+    walk = np.abs(np.cumsum(steps)) % (3 * size)
+    expected = [HIT_CYCLES if reference.access(int(a)).hit else DRAM_CYCLES for a in walk]
+    got = gpu.load_sequence("ca", walk)
+    assert list(got) == expected
+    assert 0.02 < np.mean(got == HIT_CYCLES) < 0.98

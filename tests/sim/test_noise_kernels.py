@@ -46,7 +46,12 @@ def _reference(n, seed, jitter, p):
 
 
 @pytest.mark.parametrize(
-    "jitter, p", [(2.0, 0.0005), (0.5, 0.0), (3.7, 0.01), (1000.0, 0.2), (0.0, 0.01)]
+    "jitter, p",
+    # 1e9: the guard (1e-11 of jitter + |y|) spans a few % of every unit, so libm decides some
+    # draws of a block and the series the others; 1e15: the guard spans whole units, libm
+    # decides every draw, where the series alone would round many otherwise (the case that
+    # fails without the block's fall-back)
+    [(2.0, 0.0005), (0.5, 0.0), (3.7, 0.01), (1000.0, 0.2), (0.0, 0.01), (1e9, 0.01), (1e15, 0.01)],
 )
 def test_block_draws_equal_the_libm_formula(jitter, p):
     # blocks of odd and even sizes: a pair's pending sine crosses block boundaries both ways
@@ -102,3 +107,28 @@ def test_guarded_rounding_equals_libm_at_the_rounding_boundaries():
             c, s = _poly(t)
             naive_differs += int(np.floor(r * (c if cosine else s) * jitter + 0.5)) != exact
     assert naive_differs > 0  # the cases reach where the guard is needed
+
+
+@njit(cache=False)
+def _series_log(u):
+    return NK._log(u)
+
+
+def test_log_series_stays_within_the_guards_premise():
+    # the guard assumes |series - libm| < 1e-15 ln(u), relative, for every first uniform of a pair:
+    # multiples of 2^-53 in (0, 1) and the clamp 1e-300; near 1, near sqrt(2)/2 (where the
+    # mantissa is halved) and near powers of two included
+    rng = np.random.default_rng(4)
+    k = np.concatenate(
+        [
+            rng.integers(1, 1 << 53, 200_000),
+            (1 << 53) - np.arange(1, 2000),
+            np.arange(1, 2000),
+            np.round(2.0**53 / np.sqrt(2)).astype(np.int64) + np.arange(-1000, 1000),
+            (np.int64(1) << np.arange(1, 53)) + 1,
+            np.int64(1) << np.arange(1, 53),
+        ]
+    )
+    us = np.concatenate([k.astype(np.float64) * 2.0**-53, [1e-300]])
+    worst = max(abs(_series_log(u) - np.log(u)) / -np.log(u) for u in us[us < 1.0])
+    assert worst < 1e-15

@@ -16,7 +16,9 @@ arrays, so one compiled function serves every structure:
   ``rng[0]`` for replacement decisions and ``rng[1]`` for timing noise, so turning noise off
   does not change which lines are replaced; ``spare`` (float64[3]) the pending normal variate
   (``_noise_kernels``); ``noise`` (int64[NOISE_BLOCK]) and ``work`` (float64[5, NOISE_BLOCK])
-  room for drawing the noise of the next block of loads.
+  room for drawing the noise of the next block of loads; ``memo[s]`` (int64[4]): the sector the
+  last lookup of structure ``s`` left valid, where it was (``lookup_noted``; forgotten at the
+  start of every ``run_sequence`` and ``run_chase``).
 
 Every function is compiled with ``_nrt=False``: none allocates, and without the runtime's
 reference counting the array arguments of inner calls cost nothing (with it, a load took
@@ -51,7 +53,10 @@ C_DATA, C_VALID = 14, 15
 # the sets (MODULO) or the period (TABLE) when that is a power of two, else 0: addresses are
 # never negative, so ``x % n`` is then ``x & (n - 1)``, without a division
 C_IPOW2 = 16
-NCOL = 17
+# 1 where the set of an address follows from its sector (the index reads no bit below the
+# sector): then a note of the sector a lookup left valid stands for its set too (lookup_noted)
+C_NOTE = 17
+NCOL = 18
 # index kinds (see indexing.py) and policy codes (see policies.py)
 MODULO, MASKS, TABLE = 0, 1, 2
 LRU, FIFO, RANDOM, PLRU, WEIGHTED, SRRIP = 0, 1, 2, 3, 4, 5
@@ -255,7 +260,8 @@ def _scan(lines, base, ways, line):
 
 @kernel(inline="always")
 def _fill(addr, par, s, sets, idx, lines, wcum, clk, rng, sector_mask, prefetch):
-    """Bring the sectors in ``sector_mask`` of ``addr``'s line in; returns HIT or MISS.
+    """Bring the sectors in ``sector_mask`` of ``addr``'s line in; returns (HIT or MISS, the
+    set's row, the line's slot, its way).
 
     A ``prefetch`` does not count as a use of a line that is already there.
     """
@@ -286,7 +292,7 @@ def _fill(addr, par, s, sets, idx, lines, wcum, clk, rng, sector_mask, prefetch)
     sets[urow, 3] = way
     if inserting or not prefetch:
         _touch(par, s, sets, row, lines, base + way, way, clk, inserting)
-    return result
+    return result, row, base + way, way
 
 
 @kernel()
@@ -309,10 +315,42 @@ def lookup(addr, par, s, sets, idx, lines, wcum, clk, rng):
     us = np.uint64(s)
     lshift, sshift = par[us, C_LSHIFT], par[us, C_SSHIFT]
     sector = (addr >> sshift) & ((np.int64(1) << (lshift - sshift)) - 1)
-    result = _fill(addr, par, s, sets, idx, lines, wcum, clk, rng, np.int64(1) << sector, False)
+    mask = np.int64(1) << sector
+    result = _fill(addr, par, s, sets, idx, lines, wcum, clk, rng, mask, False)[0]
     if result != HIT and par[us, C_PREFETCH] > 0:
         _prefetch(addr, par, s, sets, idx, lines, wcum, clk, rng)
     return result
+
+
+@kernel(inline="always")
+def lookup_noted(addr, par, s, sets, idx, lines, wcum, clk, rng, memo):
+    """``lookup``, remembering in ``memo[s]`` = (sector number, set row, slot, way) the sector
+    it leaves valid (where the sector fixes the set, ``C_NOTE``). A load of that sector again,
+    while nothing else touched the structure, is a hit on that slot: what ``_fill`` would
+    find (the line in the way its set used last, the sector valid), so only the policy's
+    update of a hit is left to do. A prefetch may replace the line, so a lookup that
+    prefetched leaves no note (-1: none)."""
+    us = np.uint64(s)
+    lshift, sshift = par[us, C_LSHIFT], par[us, C_SSHIFT]
+    key = addr >> sshift
+    if memo[us, 0] == key:  # only where par[s, C_NOTE]
+        _touch(par, s, sets, memo[us, 1], lines, memo[us, 2], memo[us, 3], clk, False)
+        return HIT
+    mask = np.int64(1) << (key & ((np.int64(1) << (lshift - sshift)) - 1))
+    result, row, i, way = _fill(addr, par, s, sets, idx, lines, wcum, clk, rng, mask, False)
+    memo[us, 0] = key if par[us, C_NOTE] != 0 else -1
+    memo[us, 1], memo[us, 2], memo[us, 3] = row, i, way
+    if result != HIT and par[us, C_PREFETCH] > 0:
+        memo[us, 0] = -1
+        _prefetch(addr, par, s, sets, idx, lines, wcum, clk, rng)
+    return result
+
+
+@kernel(inline="always")
+def _forget(memo):
+    """No notes (a kernel's first load: other calls may have changed any structure since)."""
+    for s in range(memo.shape[0]):
+        memo[s, 0] = -1
 
 
 @kernel(inline="always")
@@ -388,7 +426,9 @@ def partition_stores(addr, slc, par, sets, idx, lines, wcum, clk, rng, dram):
 
 
 @kernel(inline="always")
-def _cache_step(c, a, warp, path, par, sets, idx, lines, wcum, clk, rng, cfg_i, slc, tlb_missed):
+def _cache_step(
+    c, a, warp, path, par, sets, idx, lines, wcum, clk, rng, cfg_i, slc, tlb_missed, memo
+):
     """The load of ``a`` in the ``c``-th cache of the path (the warp's copy): (whether it
     serves the load, its latency). ``tlb_missed``: the nearest TLB level missed."""
     s = path[c, P_STRUCT] + instance_of(warp, path[c, P_NINST], path[c, P_ISEL], cfg_i[I_MAXWARPS])
@@ -401,7 +441,7 @@ def _cache_step(c, a, warp, path, par, sets, idx, lines, wcum, clk, rng, cfg_i, 
             return True, partition_stores(
                 a, slc, par, sets, idx, lines, wcum, clk, rng, cfg_i[I_DRAM]
             )
-    r = lookup(a, par, s, sets, idx, lines, wcum, clk, rng)
+    r = lookup_noted(a, par, s, sets, idx, lines, wcum, clk, rng, memo)
     if copied and r != HIT:
         home_copy(a, slc, par, sets, idx, lines, wcum, clk, rng)
     if r == HIT and not (tlb_missed and path[c, P_FLAGS] & MISS_ON_TLB_MISS):
@@ -411,8 +451,9 @@ def _cache_step(c, a, warp, path, par, sets, idx, lines, wcum, clk, rng, cfg_i, 
 
 @kernel(inline="always")
 def load(
-    addr, warp, path, tlbs, par, sets, idx, lines, wcum, clk, rng, state, cfg_i, vmap, vrun, slc
-):
+    addr, warp, path, tlbs, par, sets, idx, lines, wcum, clk, rng, state, cfg_i, vmap, vrun, slc,
+    memo,
+):  # fmt: skip
     """Latency in cycles of one load by warp ``warp`` before noise (the rules: hierarchy.py's
     docstring); the caller adds the load's noise and clamps at 0.
 
@@ -432,7 +473,7 @@ def load(
         pre += 1
     for c in range(pre):
         hit, latency = _cache_step(
-            c, addr, warp, path, par, sets, idx, lines, wcum, clk, rng, cfg_i, slc, False
+            c, addr, warp, path, par, sets, idx, lines, wcum, clk, rng, cfg_i, slc, False, memo
         )
         if hit:
             return latency
@@ -440,7 +481,7 @@ def load(
     for k in range(ntlb):
         s = tlbs[k]
         key = entry_key(addr, par, s, vrun, cfg_i)
-        if lookup(key, par, s, sets, idx, lines, wcum, clk, rng) == HIT:
+        if lookup_noted(key, par, s, sets, idx, lines, wcum, clk, rng, memo) == HIT:
             break
         penalty += par[s, C_LAT]
         tlb_missed = tlb_missed or k == 0
@@ -449,8 +490,9 @@ def load(
     phys = physical_of(addr, vmap, cfg_i)
     for c in range(pre, ncache):
         hit, latency = _cache_step(
-            c, phys, warp, path, par, sets, idx, lines, wcum, clk, rng, cfg_i, slc, tlb_missed
-        )
+            c, phys, warp, path, par, sets, idx, lines, wcum, clk, rng, cfg_i, slc, tlb_missed,
+            memo,
+        )  # fmt: skip
         if hit:
             return latency + penalty
     return cfg_i[I_DRAM] + penalty
@@ -479,9 +521,12 @@ def run_sequence(
     vmap,
     vrun,
     slc,
+    memo,
 ):
     """Dependent loads of ``addrs`` by warp ``warp``, one after another; latencies into ``out``
-    (``noise``, ``work``: room for the noise of a block of loads, ``noise_block``)."""
+    (``noise``, ``work``: room for the noise of a block of loads, ``noise_block``; ``memo``:
+    for the notes of ``lookup_noted``)."""
+    _forget(memo)
     total, block = addrs.shape[0], noise.shape[0]
     for t0 in range(0, total, block):
         n = min(block, total - t0)
@@ -490,7 +535,7 @@ def run_sequence(
         for b in range(n):
             lat = load(
                 addrs[t0 + b], warp, path, tlbs, par, sets, idx, lines, wcum, clk, rng, state,
-                cfg_i, vmap, vrun, slc,
+                cfg_i, vmap, vrun, slc, memo,
             )  # fmt: skip
             out[t0 + b] = max(lat + noise[b], 0)
 
@@ -534,13 +579,15 @@ def run_chase(
     vmap,
     vrun,
     slc,
+    memo,
 ):
     """The fine-grained P-chase of Mei & Chu (TPDS Listing 3): ``j = chain[j]``, timed.
 
     ``warmup_steps`` untimed steps, then one recorded (latency, loaded index) per step; every
     load is warp ``warp``'s. ``noise``, ``work``: room for the noise of a block of loads
-    (``noise_block``).
+    (``noise_block``); ``memo``: for the notes of ``lookup_noted``.
     """
+    _forget(memo)
     j = np.int64(start)
     total, block = warmup_steps + out_lat.shape[0], noise.shape[0]
     for t0 in range(0, total, block):
@@ -550,7 +597,7 @@ def run_chase(
         for b in range(n):
             lat = load(
                 base_bytes + j * element_bytes, warp, path, tlbs, par, sets, idx, lines, wcum,
-                clk, rng, state, cfg_i, vmap, vrun, slc,
+                clk, rng, state, cfg_i, vmap, vrun, slc, memo,
             )  # fmt: skip
             j = np.int64(chain[j])
             t = t0 + b

@@ -47,6 +47,7 @@ def _pack(specs: list[CacheSpec], latencies: list[int]) -> dict[str, np.ndarray]
         par[s, K.C_DATA] = spec.data_lines or 0
         modulus = spec.sets if compiled.kind == K.MODULO else compiled.period_bytes
         par[s, K.C_IPOW2] = modulus if modulus > 0 and modulus & (modulus - 1) == 0 else 0
+        par[s, K.C_NOTE] = _sector_fixes_set(compiled, spec.sector)
         idx.extend(int(x) for x in compiled.data)
         wcum.extend(np.cumsum(spec.policy.weights or [1.0]).tolist())
         for ways in spec.set_ways:
@@ -60,6 +61,19 @@ def _pack(specs: list[CacheSpec], latencies: list[int]) -> dict[str, np.ndarray]
         "lines": np.zeros((3, line_count), dtype=np.int64),
         "clk": np.zeros(len(specs), dtype=np.int64),
     }
+
+
+def _sector_fixes_set(compiled, sector_bytes: int) -> int:
+    """1 when the index reads no address bit below the sector (every byte of a sector lies in
+    one set), else 0."""
+    below = sector_bytes - 1
+    if compiled.kind == K.MASKS:
+        return int(all(int(m) & below == 0 for m in compiled.data))
+    if compiled.kind == K.TABLE:
+        return int(
+            compiled.shift >= sector_bytes.bit_length() - 1 and not compiled.period_bytes & below
+        )
+    return int(compiled.shift >= sector_bytes.bit_length() - 1)
 
 
 def _addresses(addresses_bytes: np.ndarray) -> np.ndarray:
@@ -155,6 +169,8 @@ class SimGPU:
         self._cfg_f = np.array([noise.jitter_cycles, noise.outlier_probability], dtype=np.float64)
         self._noise = np.empty(K.NOISE_BLOCK, dtype=np.int64)  # a block's noise, drawn ahead
         self._work = np.empty((5, K.NOISE_BLOCK), dtype=np.float64)
+        # per structure, the sector its last lookup left valid (``_kernels.lookup_noted``)
+        self._memo = np.empty((len(specs), 4), dtype=np.int64)
         self.set_page_map(None)
         self.reset()
 
@@ -266,7 +282,9 @@ class SimGPU:
         addrs = _addresses(addresses_bytes)
         out = np.empty(addrs.shape[0], dtype=np.int64)
         slc = self._slice(path, sm)
-        K.run_sequence(addrs, out, np.int64(_warp(warp)), p, self._tlbs, *self._args(), slc)
+        K.run_sequence(
+            addrs, out, np.int64(_warp(warp)), p, self._tlbs, *self._args(), slc, self._memo
+        )
         return out
 
     def chase(
@@ -313,5 +331,6 @@ class SimGPU:
             self._tlbs,
             *self._args(),
             self._slice(path, sm),
+            self._memo,
         )
         return lat, ind
