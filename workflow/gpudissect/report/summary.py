@@ -158,7 +158,7 @@ def headline_rows(docs: dict[str, dict[str, Any]]) -> list[tuple[Headline, Quant
     """The headline quantities this device's documents hold (measured or undetermined)."""
     out = []
     for h in HEADLINES:
-        q = lookup(docs.get(h.experiment), h.path)
+        q = _headline(h, docs)
         if q is not None:
             out.append((h, q))
     return out
@@ -238,16 +238,52 @@ def topology_table(topology: dict[str, Any], name: str = "") -> list[Block]:
     ]
 
 
-def _carveout(h: Headline, docs: dict[str, dict[str, Any]]) -> Any:
-    """The carveout an L1-family headline value was measured at, or None."""
-    element = lookup(docs.get(h.experiment), h.path.rsplit(".", 1)[0] + ".carveout_pct")
-    return None if element is None else element.value
+def headline_doc(h: Headline, docs: dict[str, dict[str, Any]]) -> dict[str, Any] | None:
+    """The document a headline is read from. An `l1_size` run over several carveouts and shared
+    buffers is read at its smallest shared partition (the lowest carveout, then the smallest
+    buffer): the largest L1 a kernel gets, the topology's headline too (topology/reconcile.py),
+    not the series the sweep ran first (on an H100 the 21 KiB beside the 228 KiB partition)."""
+    doc = docs.get(h.experiment)
+    if h.experiment != "l1_size" or not doc:
+        return doc
+    points = [
+        s
+        for s in doc.get("series") or ()
+        if s.get("carveout_pct") is not None
+        and ((s.get("l1d") or {}).get("size_bytes") or {}).get("value") is not None
+    ]
+    if not points:
+        return doc
+    s = min(points, key=lambda s: (s["carveout_pct"], s.get("shared_buffer_bytes") or 0))
+    l1d = {**s["l1d"], "carveout_pct": s["carveout_pct"]}
+    if s.get("shared_buffer_bytes"):
+        l1d["shared_buffer_bytes"] = s["shared_buffer_bytes"]
+    return {**doc, "elements": {**(doc.get("elements") or {}), "l1d": l1d}}
+
+
+def _headline(h: Headline, docs: dict[str, dict[str, Any]]) -> Quantity | None:
+    return lookup(headline_doc(h, docs), h.path)
+
+
+def _carveout(h: Headline, docs: dict[str, dict[str, Any]]) -> str | None:
+    """Where an L1-family headline value was measured: its carveout, and the shared buffer
+    beside the L1 where the sweep had one; None for a value without a carveout."""
+    element = h.path.rsplit(".", 1)[0]
+    doc = headline_doc(h, docs)
+    carveout = lookup(doc, element + ".carveout_pct")
+    if carveout is None:
+        return None
+    where = f"carveout {carveout.value}%"
+    buffer = lookup(doc, element + ".shared_buffer_bytes")
+    if buffer is not None and buffer.value:
+        where += f", beside {fmt(buffer.value, 'bytes')} of shared memory"
+    return where
 
 
 def _label(h: Headline, docs: dict[str, dict[str, Any]]) -> str:
     """The headline's label, with the carveout an L1-family value was measured at."""
     carveout = _carveout(h, docs)
-    return h.label if carveout is None else f"{h.label} (carveout {carveout}%)"
+    return h.label if carveout is None else f"{h.label} ({carveout})"
 
 
 def device_summary(
@@ -286,12 +322,12 @@ def device_summary(
 def _fleet_cell(h: Headline, docs: dict[str, dict[str, Any]]) -> str:
     """A device's headline value, with the carveout it was measured at where it has one (one
     GPU's L1 at carveout 100 beside another's at 0 would otherwise read as two L1 sizes)."""
-    q = lookup(docs.get(h.experiment), h.path)
+    q = _headline(h, docs)
     cell = measured_cell(q, h.unit)
     carveout = _carveout(h, docs)
     if q is None or q.value is None or carveout is None:
         return cell
-    return f"{cell} (carveout {carveout}%)"
+    return f"{cell} ({carveout})"
 
 
 def fleet_table(devices: dict[str, dict[str, dict[str, Any]]]) -> Table:
