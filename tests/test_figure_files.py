@@ -64,3 +64,19 @@ def test_one_layout_gives_the_files_that_savefig_lays_out_itself(name, tmp_path,
         for ext in ("png", "pdf"):
             ref = (tmp_path / f"{stem}.ref.{ext}").read_bytes()
             assert (tmp_path / f"{stem}.{ext}").read_bytes() == ref, (stem, ext)
+
+
+def test_the_plot_step_writes_the_same_bytes_whenever_it_runs(tmp_path, monkeypatch):
+    from gpudissect.cli import _draw_experiment
+
+    trace = RUN / "traces/gpu0/l2_flush.parquet"
+    analysis = RUN / "analysis/gpu0/l2_flush.json"
+    files = {}
+    for day, epoch in enumerate(("0", "86400")):  # the clock a PDF would otherwise record
+        monkeypatch.setenv("SOURCE_DATE_EPOCH", epoch)
+        out = tmp_path / str(day)
+        out.mkdir()
+        _draw_experiment("l2_flush", str(trace), str(analysis), str(out), ("png", "pdf", "svg"))
+        files[day] = {p.name: p.read_bytes() for p in sorted(out.iterdir())}
+    assert {name[-3:] for name in files[0]} >= {"png", "pdf", "svg"}
+    assert files[0] == files[1]

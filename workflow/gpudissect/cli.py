@@ -232,8 +232,9 @@ def _draw_experiment(
     for stem, fig in figures.items():
         _label_simulated(fig, doc)
         _lay_out(fig, dpi=_DPI)
-        for ext in formats:
-            fig.savefig(Path(out_dir) / f"{stem}.{ext}", dpi=_DPI)
+        with plt.rc_context({"svg.hashsalt": stem}):  # an SVG's element ids, else random
+            for ext in formats:
+                fig.savefig(Path(out_dir) / f"{stem}.{ext}", dpi=_DPI, metadata=_NO_DATE.get(ext))
         # the caption says what this drawing draws (its axes, series and marks)
         caption_path(Path(out_dir) / f"{stem}.png").write_text(
             caption_text(fig, stem, prose(stem)) + "\n"
@@ -243,6 +244,9 @@ def _draw_experiment(
 
 
 _DPI = 150  # of the PNG files; a PDF keeps the layout laid out at it
+# the formats whose files otherwise carry the time they were written: without it (and the SVG's
+# fixed id salt) a rerun of the same trace and analysis writes the same bytes
+_NO_DATE = {"pdf": {"CreationDate": None}, "svg": {"Date": None}}
 
 
 def _lay_out(fig, *, dpi: float) -> None:
