@@ -518,6 +518,55 @@ def test_near_hits_in_two_groups_become_slices_of_two_latencies():
         assert block["far_cycles"] == round(l2["far_hit_latency_cycles"]["value"] - fast)
 
 
+def _parity(x: int) -> int:
+    return bin(x).count("1") & 1
+
+
+def test_a_measured_linear_part_of_the_slice_function_picks_each_lines_group_of_slices():
+    """The H100 run found the slice function's linear part (four masks whose parity is constant
+    in every slice class, the partition mask in their span: 16 groups of 5 of its 80 slices): in
+    the twin's table every one of those masks is constant on each slice's lines, each group of a
+    partition keeps the measured share of slow slices as near as whole slices allow, and every
+    slice holds as many lines as the others (within one)."""
+    topo = _topology("h100")
+    l2 = topo["elements"]["l2"]
+    masks = [int(m, 16) for m in l2["slice_linear_masks"]["value"]]
+    profile = twin_profile(topo, name="t").profile
+    block = profile["l2_slices"]
+    table, line = block["index"]["sets_of_lines"], profile["caches"]["l2"]["line_bytes"]
+    assert block["index"]["period_bytes"] >= 1 << max(m.bit_length() for m in masks)
+    lines_of = {}
+    for i, k in enumerate(table):
+        lines_of.setdefault(k, []).append(i * line)
+    assert len(lines_of) == block["slices"] == l2["slices"]["value"]
+    for k, addresses in lines_of.items():
+        for m in masks:
+            assert len({_parity(a & m) for a in addresses}) == 1, (k, hex(m))
+    counts = [len(v) for v in lines_of.values()]
+    assert max(counts) - min(counts) <= 1
+    # the linear part splits the slices into 16 groups: a group is the masks' parities
+    group_of = {k: tuple(_parity(v[0] & m) for m in masks) for k, v in lines_of.items()}
+    groups = {}
+    for k, g in group_of.items():
+        groups.setdefault(g, []).append(k)
+    assert len(groups) == 16 and {len(v) for v in groups.values()} == {5}
+    slow = [k for k, c in enumerate(block["slice_cycles"]) if c]
+    assert {len(set(v) & set(slow)) for v in groups.values()} <= {1, 2}
+    assert "slice_linear_masks" in block["cite"]["index"]
+
+
+def test_a_linear_part_that_does_not_divide_the_slices_is_not_carried():
+    """Where the measured groups would leave some slices of a partition out (an odd count per
+    partition), the table keeps the partition alone and says so."""
+    topo = copy.deepcopy(_topology("h100"))
+    topo["elements"]["l2"]["slices"]["value"] = 82
+    profile = twin_profile(topo, name="t").profile
+    block = profile["l2_slices"]
+    assert block["slices"] == 82
+    assert "slice_linear_masks" not in block["cite"]["index"]
+    assert "within a partition" in block["cite"]["index"]
+
+
 @pytest.mark.parametrize("home_lines", [True, False])
 def test_partitions_that_hold_their_home_lines_make_the_stores_the_l2(home_lines):
     """Where the footprint sweep split by partition read the near partition's capacity as its

@@ -244,6 +244,9 @@ def _near_groups(b, out, cite, mask, far) -> dict[str, Any] | None:
     share = float(b.value("l2", "near_hit_slow_share"))
     measured = b.value("l2", "slices")
     per = int(measured) // 2 if measured and int(measured) % 2 == 0 else 2
+    extra = _slice_group_masks(b, mask, per, line)
+    period = 1 << max(mask.bit_length(), line.bit_length(), *(m.bit_length() for m in extra))
+    groups = 1 << len(extra)
     slow_per = min(max(round(share * per), 1), per - 1)
     rng = D.seeded_rng()
     slice_cycles = [
@@ -251,14 +254,22 @@ def _near_groups(b, out, cite, mask, far) -> dict[str, Any] | None:
     ]
     lines = period // line
     parity = [bin((i * line) & mask).count("1") & 1 for i in range(lines)]
+    group = [
+        sum((bin((i * line) & m).count("1") & 1) << k for k, m in enumerate(extra))
+        for i in range(lines)
+    ]
     # each slice of a partition holds as many of its lines as the others (within one), in a
-    # seeded order: the share of lines in slow slices is the share of slow slices
+    # seeded order: the share of lines in slow slices is the share of slow slices. Where the run
+    # measured a linear part of the slice function beyond the partition, its parities pick a
+    # group of per / groups slices (slice r * groups + j of the partition for group j: the slow
+    # slices, the partition's last, fall in every group), the seeded order a slice within it
     table = [0] * lines
     for p in (0, 1):
-        mine = [i for i in range(lines) if parity[i] == p]
-        order = rng.permutation(np.resize(np.arange(per), len(mine)))
-        for i, k in zip(mine, order, strict=True):
-            table[i] = p * per + int(k)
+        for j in range(groups):
+            mine = [i for i in range(lines) if parity[i] == p and group[i] == j]
+            order = rng.permutation(np.resize(np.arange(per // groups), len(mine)))
+            for i, r in zip(mine, order, strict=True):
+                table[i] = p * per + int(r) * groups + j
     cite["slices"] = (
         (
             b.cite("l2", "slices")
@@ -271,16 +282,26 @@ def _near_groups(b, out, cite, mask, far) -> dict[str, Any] | None:
         + b.cite("l2", "near_hit_groups")
         + ") by slice"
     )
-    cite["index"] = (
-        b.cite("l2", "partition_function")
-        + f" (mask {mask:#x}) for the partition; "
-        + b.assume(
-            "l2_slices.index.slice_of_line",
+    cite["index"] = b.cite("l2", "partition_function") + f" (mask {mask:#x}) for the partition; "
+    if extra:
+        cite["index"] += (
+            b.cite("l2", "slice_linear_masks")
+            + f" for the group of {per // groups} slices of the partition (the parities of "
+            + ", ".join(f"{m:#x}" for m in extra)
+            + " beside the partition's); "
+        )
+        unknown = (
+            f"which slice of its group a line is in: a seeded pseudo-random choice over each "
+            f"{period}-B period (the run measured the partition function, the slice count and "
+            "the slice function's linear part, not the rest of the address function)"
+        )
+    else:
+        unknown = (
             f"which slice of its partition a line is in: a seeded pseudo-random choice over each "
             f"{period}-B period (the run measured the partition function and the slice count, "
-            "not the address function within a partition)",
+            "not the address function within a partition)"
         )
-    )
+    cite["index"] += b.assume("l2_slices.index.slice_of_line", unknown)
     cite["slice_cycles"] = (
         f"derived: {slow_per} of the {per} slices of each partition slow, slow - fast = "
         f"{slow} - {fast} ({b.cite('l2', 'near_hit_slow_share')})"
@@ -407,6 +428,25 @@ def l2_slices_block(b: TopologyReader, *, sms: int) -> dict[str, Any] | None:
         cite["far_cycles"] = home_lines["far_cite"]
     out["cite"] = cite
     return out
+
+
+def _slice_group_masks(b: TopologyReader, mask: int, per: int, line: int) -> list[int]:
+    """The masks of the slice function's measured linear part (`l2.slice_linear_masks`) beyond
+    the partition mask: those that, with it, make a basis of that part, as many as leave every
+    group a whole number of the `per` slices of a partition and a table of at most
+    MAX_TABLE_LINES lines (none where the part does not hold the partition mask)."""
+    measured = b.value("l2", "slice_linear_masks") or []
+    masks = [int(m, 16) if isinstance(m, str) else int(m) for m in measured]
+    if not masks or _reduce(masks, mask)[1]:
+        return []
+    chosen, extra = [mask], []
+    for m in masks:
+        if _reduce(chosen, m)[1]:
+            if per % (1 << (len(extra) + 1)) or (1 << m.bit_length()) // line > MAX_TABLE_LINES:
+                break
+            chosen.append(m)
+            extra.append(m)
+    return extra
 
 
 def _closest_sets(lines: int) -> int:
