@@ -267,7 +267,7 @@ def test_h100_tlb_rules_and_the_reference_strides():
     assert (first, smallest) == (2 << 20, 4096) and largest >= 32 << 20
     # the reference's L2 TLB overflowed at 1932 pages: 242 + 4 one-page walks (it ran 300)
     assert tlb_dense_pages(1932) == 246
-    # the stride search replayed on the committed H100 reach walks (GPU-6cdfae92): its 2 MiB
+    # the stride search replayed on the committed H100 reach walks (GPU-77875a8f): its 2 MiB
     # walks alone read as misses one stride apart, so it went down to 512 KiB, where with them
     # no walk misses; then up: at 8 MiB the misses lie 32 MiB apart, 32 MiB is the first stride
     # at the page. The replay makes the strides the GPU's run walked, and no other

@@ -639,15 +639,17 @@ def test_an_l1_level_path_whose_miss_differs_from_the_twins_l2_hit_gets_its_own_
     assert "ca" not in paths  # 286 is within 3 % of 283
 
 
-def test_the_h100s_ca_and_nc_misses_above_its_fast_near_hits_give_the_l2_their_latencies():
-    # GPU-6cdfae92 (the h100 reference): the L1 misses read 292 (ca) and 296 (nc) cycles, 3 and
-    # 5 % above the 283-cycle fast group the twin's L2 starts from; with the L2's own latency on
-    # both paths the twin's miss penalties (miss - hit) are the GPU's, not 8 and 12 cycles short
+def test_the_h100s_l1_misses_above_its_fast_near_hits_give_the_l2_their_latencies():
+    # the h100 reference: an L1-level path whose miss reads more than 3 % above the fast group
+    # the twin's L2 starts from reaches the L2 at that miss (so the twin's miss penalty, miss -
+    # hit, is the GPU's, not short by the difference); one within 3 % takes the L2's own hit
     topo = _topology("h100")
-    paths = twin_profile(topo, name="t").profile["caches"]["l2"]["path_latency_cycles"]
+    fast = topo["elements"]["l2"]["near_hit_groups"]["value"][0]
+    paths = twin_profile(topo, name="t").profile["caches"]["l2"].get("path_latency_cycles", {})
     misses = {
-        path: round(topo["elements"][element]["miss_latency_cycles"]["value"])
+        path: topo["elements"][element]["miss_latency_cycles"]["value"]
         for path, element in (("ca", "l1d"), ("nc", "readonly"))
     }
-    assert misses == {"ca": 292, "nc": 296}
-    assert {k: paths[k] for k in misses} == misses
+    own = {path: round(m) for path, m in misses.items() if abs(m - fast) > 0.03 * fast}
+    assert own, (misses, fast)  # the reference has such a path (GPU-77875a8f: ca 299 over 283)
+    assert {k: v for k, v in paths.items() if k in misses} == own

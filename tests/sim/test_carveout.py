@@ -170,25 +170,29 @@ def test_the_twin_reads_the_carveout_block_from_the_gpus_l1_per_carveout():
 
 
 def test_an_h100_unit_two_lines_off_the_rule_at_one_carveout_still_gets_the_block():
-    # GPU-6cdfae92's run (the h100 reference): 120064 B at 50% on both buffers, 256 B (two
-    # lines) above the size the other six points' constant gives; the block keeps the rule
-    topo = json.loads((REPO / "results/reference/h100/topology/gpu0.json").read_text())
+    # GPU-6cdfae92's run read 120064 B at 50% on both buffers, 256 B (two lines) above the size
+    # the other six points' constant gives: the h100 reference with its 50% points put there
+    # keeps the block and the constant the other points give
+    topo = copy.deepcopy(
+        json.loads((REPO / "results/reference/h100/topology/gpu0.json").read_text())
+    )
     points = topo["elements"]["l1d"]["size_bytes"]["by_carveout"]
     block, why = carveout_block(TopologyReader(topo))
-    assert why == "" and block["data_plus_shared_bytes"] == 254976
+    assert why == ""
     spec = CarveoutSpec(
         "l1d",
         tuple(block["shared_steps_bytes"]),
         block["data_plus_shared_bytes"],
         block["block_reserved_bytes"],
     )
-    misses = {
-        (p["carveout_pct"], p["shared_buffer_bytes"]): p["value"]
-        - spec.l1_data_bytes(p["carveout_pct"], p["shared_buffer_bytes"])
-        for p in points
-    }
-    assert sorted(set(misses.values())) == [0, 256] and misses[(50, 16384)] == 256
-    assert "within 256 B" in block["cite"]["data_plus_shared_bytes"]
+    for p in points:
+        rule = spec.l1_data_bytes(p["carveout_pct"], p["shared_buffer_bytes"])
+        assert abs(p["value"] - rule) <= 128  # the reference itself: within the sweep's step
+        if p["carveout_pct"] == 50:
+            p["value"] = rule + 256
+    off, why = carveout_block(TopologyReader(topo))
+    assert why == "" and off["data_plus_shared_bytes"] == block["data_plus_shared_bytes"]
+    assert "within 256 B" in off["cite"]["data_plus_shared_bytes"]
 
 
 def test_sizes_the_partitions_do_not_explain_give_no_carveout_block():
