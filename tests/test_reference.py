@@ -14,7 +14,15 @@ import pyarrow.parquet as pq
 import pytest
 
 from gpudissect.exceptions import ConfigError, GpuDissectError
-from gpudissect.reference import DEVICE, MANIFEST, TWIN, assemble, check_name, readme
+from gpudissect.reference import (
+    DEVICE,
+    IMAGE,
+    MANIFEST,
+    TWIN,
+    assemble,
+    check_name,
+    readme,
+)
 
 REPO = Path(__file__).resolve().parents[1]
 REFERENCE = REPO / "results" / "reference"
@@ -137,6 +145,13 @@ def test_assembling_a_run_makes_the_layout_with_pointers_into_the_folder(tmp_pat
     assert not (final / "twin" / "traces").exists()  # made again from the profile
     assert json.loads((final / MANIFEST).read_text())["command"] == "make reference GPU=mygpu"
     assert (final / "README.md").read_text() == readme(final, "mygpu")
+    # every image the report shows is in the folder; the twin's figures it does not keep are
+    # named in a line of their own
+    report = (final / "report" / "report.md").read_text()
+    images = IMAGE.findall(report)
+    assert images and all((final / "report" / p).resolve().is_file() for p in images)
+    unkept = (tmp_path / "results" / "report" / "report.md").read_text().count("gpu0_twin/")
+    assert report.count("is not kept in this folder") > 0 and unkept > 0
     # the same run's agreement as committed: assembling does not change what it compares
     committed = json.loads((REFERENCE / "h200" / "twin" / "agreement.json").read_text())
     assert (

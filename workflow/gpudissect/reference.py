@@ -212,6 +212,7 @@ def assemble(
         for sub in ("traces", "analysis", "figures"):
             _copy(results / sub / DEVICE, out / sub / DEVICE)
         _copy(results / "report", out / "report")
+        _note_unkept_figures(out / "report" / "report.md", out)
         _copy(root / "logs", out / "logs")
         _copy(results / "benchmarks", out / "benchmarks")
         gpu_doc = _topology(DEVICE, out / "analysis", out / "topology", (out, final))
@@ -236,6 +237,29 @@ def assemble(
     finally:
         shutil.rmtree(out, ignore_errors=True)
     return final
+
+
+# a Markdown image, its text over several lines and holding brackets of its own
+IMAGE = re.compile(r"!\[(?:[^\[\]]|\[[^\[\]]*\])*\]\(([^)\s]+)\)")
+
+
+def _note_unkept_figures(report: Path, folder: Path) -> None:
+    """The report's figures that the folder does not keep (the twin's: its traces and figures
+    are made again from its profile) become a line saying so, not an image that is not there."""
+    if not report.is_file():
+        return
+
+    def note(m: re.Match) -> str:
+        target = (report.parent / m.group(1)).resolve()
+        if target.is_file():
+            return m.group(0)
+        kept = os.path.relpath(target, folder.resolve())
+        return (
+            f"*Figure `{kept}` is not kept in this folder: the twin's traces and figures are made "
+            "again from its profile (`twin/`) by the seeded simulator.*"
+        )
+
+    report.write_text(IMAGE.sub(note, report.read_text()))
 
 
 def _agreement(gpu_doc: dict, twin_doc: dict, twin: Path) -> None:
