@@ -17,7 +17,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 from PIL import Image  # noqa: E402
 
-from gpudissect.compact import compact_folder, compact_parquet, compact_png  # noqa: E402
+from gpudissect.compact import compact_folder, compact_parquet, compact_png, summary  # noqa: E402
 from gpudissect.exceptions import GpuDissectError, TraceError  # noqa: E402
 from gpudissect.experiments import requests  # noqa: E402
 from gpudissect.traces import METADATA_KEY, read_trace, write_trace  # noqa: E402
@@ -268,3 +268,52 @@ def test_a_folder_compacted_in_two_processes_is_the_one_compacted_in_one(tmp_pat
         assert a.path.read_bytes() == b.path.read_bytes()
     with pytest.raises(GpuDissectError, match=r"compact: jobs 0 not allowed; give a whole"):
         compact_folder(one, jobs=0)
+
+
+def _shaded_png(path):
+    """An opaque figure of far more than 256 colours: antialiased lines over a colour map."""
+    fig, ax = plt.subplots(figsize=(4, 3), dpi=100)
+    ax.imshow(np.linspace(0, 1, 4096).reshape(64, 64), cmap="viridis")
+    for k in range(6):
+        ax.plot(np.linspace(0, 63, 200), 30 + 20 * np.sin(np.linspace(0, 6, 200) + k), lw=1.5)
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+    return path
+
+
+def _distinct(pixels):
+    flat = pixels.reshape(-1, pixels.shape[-1]).astype(np.uint32)
+    return len(np.unique((flat[:, 0] << 24) | (flat[:, 1] << 16) | (flat[:, 2] << 8) | flat[:, 3]))
+
+
+def test_a_figure_of_many_colours_is_reduced_to_the_palette_asked_and_says_by_how_much(tmp_path):
+    path = _shaded_png(tmp_path / "f.png")
+    pixels, info, _ = _rgba(path)
+    assert _distinct(pixels) > 256 and (pixels[..., 3] == 255).all()
+    before = path.stat().st_size
+    lossless = compact_png(path)  # without colours every pixel stays
+    assert np.array_equal(_rgba(path)[0], pixels) and lossless.max_channel_change == 0
+    done = compact_png(path, colours=256)
+    after, after_info, mode = _rgba(path)
+    assert mode == "P" and _distinct(after) <= 256
+    assert done.after_bytes == path.stat().st_size < before
+    change = np.abs(after.astype(int) - pixels.astype(int)).max()
+    assert done.max_channel_change == change > 0
+    # the reduction moves shades, not the picture: a pixel's channels by under 1 of 255 on average
+    assert np.abs(after.astype(int) - pixels.astype(int)).mean() < 1.0
+    assert after_info["Software"] == info["Software"]
+    assert "reduced to a palette (largest channel change" in summary([done])
+
+
+def test_a_transparent_figure_keeps_every_pixel_even_when_a_palette_is_asked(tmp_path):
+    path = _figure_png(tmp_path / "f.png", transparent=True)
+    pixels = _rgba(path)[0]
+    done = compact_png(path, colours=256)
+    assert np.array_equal(_rgba(path)[0], pixels) and done.max_channel_change == 0
+
+
+@pytest.mark.parametrize("bad", [1, 257, 0, "256", 2.5])
+def test_a_palette_outside_2_to_256_colours_is_refused(tmp_path, bad):
+    path = _blocks_png(tmp_path / "f.png")
+    with pytest.raises(GpuDissectError, match=r"compact: colours .* not allowed; give a whole"):
+        compact_png(path, colours=bad)

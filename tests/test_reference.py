@@ -3,6 +3,7 @@ fleet report are what their documents give (written again from the committed doc
 are the committed files), and assembling a run makes the fixed layout, its pointers resolving in
 the folder, or leaves the old folder when the run is incomplete."""
 
+import csv
 import json
 import os
 import shutil
@@ -16,7 +17,9 @@ import pytest
 from gpudissect.exceptions import ConfigError, GpuDissectError
 from gpudissect.reference import (
     DEVICE,
+    FIGURE_COLOURS,
     IMAGE,
+    JOB_TIMES,
     MANIFEST,
     TWIN,
     assemble,
@@ -27,6 +30,20 @@ from gpudissect.reference import (
 REPO = Path(__file__).resolve().parents[1]
 REFERENCE = REPO / "results" / "reference"
 GPUS = sorted(p.name for p in REFERENCE.iterdir() if (p / "topology").is_dir())
+
+
+def _colours(png: Path) -> set[int]:
+    """The distinct colours of a PNG's pixels, each as one integer 0xRRGGBBAA."""
+    import numpy as np
+    from PIL import Image
+
+    with Image.open(png) as image:
+        rgba = np.asarray(image.convert("RGBA")).astype(np.uint32)
+    return set(
+        np.unique(
+            (rgba[..., 0] << 24) | (rgba[..., 1] << 16) | (rgba[..., 2] << 8) | rgba[..., 3]
+        ).tolist()
+    )
 
 
 def test_there_are_reference_gpus():
@@ -102,7 +119,15 @@ def _run_from_reference(root: Path, gpu: str = "h200") -> None:
         shutil.copytree(src / sub / DEVICE, results / sub / DEVICE)
     shutil.copytree(src / "twin" / "analysis" / TWIN, results / "analysis" / TWIN)
     shutil.copytree(src / "report", results / "report")
-    shutil.copytree(src / "benchmarks", results / "benchmarks")
+    # the run's benchmarks as Snakemake writes them: a file per job, which the folder keeps as
+    # one table's rows
+    bench = results / "benchmarks"
+    shutil.copytree(src / "benchmarks", bench, ignore=shutil.ignore_patterns(JOB_TIMES))
+    with (src / "benchmarks" / JOB_TIMES).open(newline="") as fh:
+        for row in csv.DictReader(fh, delimiter="\t"):
+            job = bench / f"{row.pop('job')}.tsv"
+            job.parent.mkdir(parents=True, exist_ok=True)
+            job.write_text("\t".join(row) + "\n" + "\t".join(row.values()) + "\n")
     shutil.copytree(src / "logs", root / "logs")
     (results / "twins").mkdir()
     shutil.copy(src / "twin" / f"{gpu}_twin.yaml", results / "twins" / f"{DEVICE}.yaml")
@@ -112,6 +137,9 @@ def _run_from_reference(root: Path, gpu: str = "h200") -> None:
 @pytest.mark.skipif(not (REFERENCE / "h200" / MANIFEST).is_file(), reason="no assembled h200")
 def test_assembling_a_run_makes_the_layout_with_pointers_into_the_folder(tmp_path):
     _run_from_reference(tmp_path)
+    # a run's report also has its LaTeX and PDF, which the folder leaves to fleet.pdf
+    for name in ("report.tex", "report.pdf"):
+        (tmp_path / "results" / "report" / name).write_text("made by the run\n")
     out_root = tmp_path / "ref"
     # compaction at one zstd level: the committed folder is compacted already, this checks that
     # assembling compacts without changing a table (the levels' search is test_compact.py's)
@@ -143,6 +171,13 @@ def test_assembling_a_run_makes_the_layout_with_pointers_into_the_folder(tmp_pat
     assert pointers and all(Path(p).is_file() for p in pointers)
     assert all(Path(p).is_relative_to(final / "analysis") for p in pointers)
     assert not (final / "twin" / "traces").exists()  # made again from the profile
+    assert sorted(p.name for p in (final / "report").iterdir()) == ["report.md", "tables"]
+    # every job's benchmark file is a row of one table, the same rows as committed
+    assert not list((final / "benchmarks").rglob("*/*.tsv"))
+    made = (final / "benchmarks" / JOB_TIMES).read_text()
+    assert made == (REFERENCE / "h200" / "benchmarks" / JOB_TIMES).read_text()
+    pngs = sorted((final / "figures" / DEVICE).glob("*.png"))
+    assert pngs and all(len(_colours(p)) <= FIGURE_COLOURS for p in pngs)
     assert json.loads((final / MANIFEST).read_text())["command"] == "make reference GPU=mygpu"
     assert (final / "README.md").read_text() == readme(final, "mygpu")
     # every image the report shows is in the folder; the twin's figures it does not keep are

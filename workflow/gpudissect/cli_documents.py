@@ -128,13 +128,13 @@ def cmd_runs(args: argparse.Namespace) -> int:
 
 
 def cmd_reference(args: argparse.Namespace) -> int:
-    from .reference import assemble, check_name, fleet, make_reference, readme
+    from .reference import FIGURE_COLOURS, assemble, check_name, fleet, make_reference, readme
 
     if args.compact_only:
         from .compact import compact_folder, summary, usable_jobs
 
         folder = Path(args.compact_only)
-        done = compact_folder(folder, jobs=usable_jobs(args.cores))
+        done = compact_folder(folder, jobs=usable_jobs(args.cores), colours=FIGURE_COLOURS)
         print(f"reference compacted: {folder}: {summary(done)}")
         return 0
     if args.gpu is None:
@@ -256,8 +256,9 @@ def add_document_commands(sub) -> None:
     how.add_argument(
         "--compact-only",
         metavar="DIR",
-        help="no run: compact an existing reference folder in place, losslessly (Parquet "
-        "rewritten at the smallest zstd level and encoding per column, PNGs optimized)",
+        help="no run: compact an existing reference folder in place (Parquet rewritten "
+        "losslessly at the smallest zstd level and encoding per column; PNGs optimized, an "
+        "opaque one of more than 256 colours reduced to 256)",
     )
     s.set_defaults(func=cmd_reference)
 

@@ -5,8 +5,12 @@ delta for an integer column) and the zstd level that store it smallest; the tabl
 and its metadata (a trace's provenance) read back equal, and every data page keeps its checksum.
 PNG figures are written again at zlib's highest level with Pillow's optimizer: as RGB when no
 pixel is transparent, through an exact palette when they hold at most 256 colours; the pixels
-read back identical (compared as RGBA). A file is replaced only when its new form is smaller
-and has been read back equal; every rewrite goes through a temporary file and a rename.
+read back identical (compared as RGBA). Asked for `colours` (a reference folder: 256), an opaque
+figure of more colours than that (the shades antialiasing puts between a line and the
+background) is reduced to that many by median cut, undithered: the one lossy step, its largest
+channel change reported per file. A file is replaced only when its new form is smaller and has
+been read back equal (to the reduced pixels, where reduced); every rewrite goes through a
+temporary file and a rename.
 """
 
 from __future__ import annotations
@@ -37,6 +41,8 @@ class Compacted:
     path: Path
     before_bytes: int
     after_bytes: int
+    # the largest change of one pixel's channel (0 to 255): 0 unless its colours were reduced
+    max_channel_change: int = 0
 
 
 def _replace(path: Path, data: bytes) -> None:
@@ -161,11 +167,27 @@ def _png_bytes(image: Any, info: dict[str, Any]) -> bytes:
     return sink.getvalue()
 
 
-def compact_png(path: str | os.PathLike) -> Compacted:
-    """Write `path` again in its smallest pixel-identical form, keeping its text chunks and
-    resolution; left as it was when no form is smaller."""
+def _reduced_palette(image: Any, colours: int) -> Any:
+    """An opaque image's `colours` colours chosen by median cut, each pixel its nearest (no
+    dithering: a flat area stays flat)."""
     from PIL import Image
 
+    return image.convert("RGB").quantize(
+        colors=colours, method=Image.Quantize.MEDIANCUT, dither=Image.Dither.NONE
+    )
+
+
+def compact_png(path: str | os.PathLike, *, colours: int | None = None) -> Compacted:
+    """Write `path` again in its smallest pixel-identical form, keeping its text chunks and
+    resolution; left as it was when no form is smaller. With `colours` (2 to 256), an opaque
+    image of more colours is reduced to that many (`_reduced_palette`) first."""
+    from PIL import Image
+
+    if colours is not None and not (isinstance(colours, int) and 2 <= colours <= 256):
+        raise GpuDissectError(
+            f"compact: colours {colours!r} not allowed; give a whole number from 2 to 256, "
+            "or None to keep every pixel"
+        )
     path = Path(path)
     before = path.stat().st_size
     with Image.open(path) as image:
@@ -175,25 +197,30 @@ def compact_png(path: str | os.PathLike) -> Compacted:
         forms = [image]
         if image.mode == "RGBA" and (pixels[..., 3] == 255).all():
             forms.append(image.convert("RGB"))
+        target = pixels
         if (palette := _exact_palette(image)) is not None:
             forms.append(palette)
+        elif colours is not None and (pixels[..., 3] == 255).all():
+            forms = [_reduced_palette(image, colours)]
+            target = _rgba(forms[0])
         best = min((_png_bytes(f, info) for f in forms), key=len)
     if len(best) >= before:
         return Compacted(path, before, before)
     with Image.open(io.BytesIO(best)) as back:
-        if not np.array_equal(_rgba(back), pixels):
+        if not np.array_equal(_rgba(back), target):
             raise GpuDissectError(f"compact: {path} did not read back pixel-identical; left")
+    change = int(np.abs(target.astype(np.int16) - pixels.astype(np.int16)).max())
     _replace(path, best)
-    return Compacted(path, before, len(best))
+    return Compacted(path, before, len(best), change)
 
 
 # ---- a folder --------------------------------------------------------------------------------
 
 
-def _compact_one(path: Path, levels: tuple[int, ...]) -> Compacted:
+def _compact_one(path: Path, levels: tuple[int, ...], colours: int | None) -> Compacted:
     if path.suffix == ".parquet":
         return compact_parquet(path, levels=levels)
-    return compact_png(path)
+    return compact_png(path, colours=colours)
 
 
 def usable_jobs(cores: int) -> int:
@@ -202,10 +229,15 @@ def usable_jobs(cores: int) -> int:
 
 
 def compact_folder(
-    folder: str | os.PathLike, *, levels: tuple[int, ...] = COMPACT_LEVELS, jobs: int = 1
+    folder: str | os.PathLike,
+    *,
+    levels: tuple[int, ...] = COMPACT_LEVELS,
+    jobs: int = 1,
+    colours: int | None = None,
 ) -> list[Compacted]:
     """Compact every Parquet and PNG file under `folder` in place (hidden files skipped), in
-    `jobs` processes at once; the outcomes in path order."""
+    `jobs` processes at once, PNGs reduced to `colours` where they hold more (`compact_png`);
+    the outcomes in path order."""
     folder = Path(folder)
     if not folder.is_dir():
         raise GpuDissectError(f"compact: {folder} is not a folder")
@@ -219,18 +251,26 @@ def compact_folder(
         and not any(part.startswith(".") for part in path.relative_to(folder).parts)
     ]
     if jobs == 1 or len(paths) < 2:
-        return [_compact_one(path, levels) for path in paths]
+        return [_compact_one(path, levels, colours) for path in paths]
     from concurrent.futures import ProcessPoolExecutor
 
     with ProcessPoolExecutor(max_workers=min(jobs, len(paths))) as pool:
-        return list(pool.map(_compact_one, paths, [levels] * len(paths)))
+        n = len(paths)
+        return list(pool.map(_compact_one, paths, [levels] * n, [colours] * n))
 
 
 def summary(done: list[Compacted]) -> str:
     before = sum(c.before_bytes for c in done)
     after = sum(c.after_bytes for c in done)
     changed = sum(c.after_bytes < c.before_bytes for c in done)
-    return (
+    text = (
         f"{len(done)} files ({changed} rewritten): {before / 2**20:.2f} MiB -> "
         f"{after / 2**20:.2f} MiB"
     )
+    reduced = [c for c in done if c.max_channel_change]
+    if reduced:
+        text += (
+            f"; {len(reduced)} figures reduced to a palette (largest channel change "
+            f"{max(c.max_channel_change for c in reduced)} of 255)"
+        )
+    return text

@@ -14,6 +14,7 @@ on another machine, given the run's `results/` and `logs/`, completes the rest.
 
 from __future__ import annotations
 
+import csv
 import json
 import os
 import re
@@ -38,6 +39,16 @@ GPU_RUN = "gpu_run.json"
 # what made the folder: written by `assemble`, absent from a folder laid out by hand
 MANIFEST = "reference.json"
 _NAME = re.compile(r"^[a-z0-9][a-z0-9_-]*$")
+# every job's Snakemake benchmark file as one row of one table (85 files of a few bytes each
+# would take a disk block apiece)
+JOB_TIMES = "jobs.tsv"
+# a reference folder's PNG figures hold at most this many colours (`compact`); their PDFs, which
+# the fleet report's LaTeX draws, keep every line as drawn
+FIGURE_COLOURS = 256
+# the run's report files a reference folder keeps: its Markdown and the tables it names. Its
+# LaTeX and PDF stay out (1.6 MB a GPU): the print form of every GPU's measured sections is the
+# fleet report's PDF (`fleet.pdf`), which draws the figures' PDFs
+REPORT_KEPT = ("report.md", "tables")
 
 LAYOUT = (
     ("README.md", "this page, generated from the documents below by `gpudissect reference`"),
@@ -58,13 +69,21 @@ LAYOUT = (
         "the topology document (config/README.md), built from `analysis/` here so that its "
         f"pointers resolve in this folder; `{DEVICE}.mt4g.json` the same in MT4G's field names",
     ),
-    (f"figures/{DEVICE}/", "every figure of the run (PNG and PDF)"),
-    ("report/", "the run's report (Markdown, LaTeX and, where latexmk ran, PDF)"),
+    (
+        f"figures/{DEVICE}/",
+        f"every figure of the run: PNG (at most {FIGURE_COLOURS} colours, `gpudissect reference "
+        "--compact-only`), PDF (as drawn) and the caption (`.rst`)",
+    ),
+    (
+        "report/",
+        "the run's report in Markdown with its tables (`tables/`); every GPU's measured sections "
+        "in print are the fleet report's PDF, `../fleet.pdf`",
+    ),
     ("logs/", "every job's log; a sweep's ends with its `sweep timing:` line"),
     (
         "benchmarks/",
-        f"Snakemake's per-job times, and `{GPU_RUN}`: the measured part's wall time and each "
-        "sweep's",
+        f"`{JOB_TIMES}`: Snakemake's per-job times (its benchmark files, a row each, named by "
+        f"rule and job), and `{GPU_RUN}`: the measured part's wall time and each sweep's",
     ),
     (
         "twin/",
@@ -198,10 +217,10 @@ def assemble(
     jobs: int = 1,
 ) -> Path:
     """Copy the run under `root` (results/, logs/) into `out_root/<gpu>/` in the fixed layout,
-    compacted losslessly (`compact`: Parquet columns at the best of the zstd levels
-    `compact_levels`, PNGs optimized, `jobs` files at once; `()` leaves every file as the run
-    wrote it); built beside it and moved into place at the end, so a failure leaves the old
-    folder."""
+    compacted (`compact`: Parquet columns losslessly at the best of the zstd levels
+    `compact_levels`, PNGs optimized and reduced to `FIGURE_COLOURS`, `jobs` files at once; `()`
+    leaves every file as the run wrote it); built beside it and moved into place at the end, so
+    a failure leaves the old folder."""
     check_name(gpu)
     results = root / "results"
     out_root = out_root or results / "reference"
@@ -211,10 +230,12 @@ def assemble(
     try:
         for sub in ("traces", "analysis", "figures"):
             _copy(results / sub / DEVICE, out / sub / DEVICE)
-        _copy(results / "report", out / "report")
+        for kept in REPORT_KEPT:
+            if kept == "report.md" or (results / "report" / kept).exists():
+                _copy(results / "report" / kept, out / "report" / kept)
         _note_unkept_figures(out / "report" / "report.md", out)
         _copy(root / "logs", out / "logs")
-        _copy(results / "benchmarks", out / "benchmarks")
+        copy_benchmarks(results / "benchmarks", out / "benchmarks")
         gpu_doc = _topology(DEVICE, out / "analysis", out / "topology", (out, final))
         twin = out / "twin"
         # the twin's traces stay out: its profile and the seeded simulator make them again
@@ -229,7 +250,7 @@ def assemble(
         if compact_levels:
             from .compact import compact_folder, summary
 
-            done = compact_folder(out, levels=compact_levels, jobs=jobs)
+            done = compact_folder(out, levels=compact_levels, jobs=jobs, colours=FIGURE_COLOURS)
             print(f"reference compacted: {summary(done)}")
         if final.exists():
             shutil.rmtree(final)
@@ -237,6 +258,33 @@ def assemble(
     finally:
         shutil.rmtree(out, ignore_errors=True)
     return final
+
+
+def copy_benchmarks(src: Path, dst: Path) -> None:
+    """`src`'s files into `dst`, its Snakemake benchmark files (`<rule>/<job>.tsv`) as one table,
+    `JOB_TIMES`: a `job` column (the file's path under `src`, without `.tsv`) before the
+    benchmark's own columns, a row per file in path order."""
+    if not src.is_dir():
+        raise GpuDissectError(f"reference: {src} is missing; the run did not make it")
+    dst.mkdir(parents=True, exist_ok=True)
+    header: list[str] = []
+    rows: list[dict[str, str]] = []
+    for path in sorted(src.rglob("*")):
+        rel = path.relative_to(src)
+        if not path.is_file() or any(part.startswith(".") for part in rel.parts):
+            continue
+        if path.suffix != ".tsv":
+            _copy(path, dst / rel)
+            continue
+        with path.open(newline="") as fh:
+            for row in csv.DictReader(fh, delimiter="\t"):
+                header += [k for k in row if k not in header]
+                rows.append({"job": rel.with_suffix("").as_posix(), **row})
+    if rows:
+        with (dst / JOB_TIMES).open("w", newline="") as fh:
+            out = csv.DictWriter(fh, ["job", *header], delimiter="\t", lineterminator="\n")
+            out.writeheader()
+            out.writerows(rows)
 
 
 # a Markdown image, its text over several lines and holding brackets of its own
