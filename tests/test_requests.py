@@ -230,6 +230,31 @@ def test_early_saturations_bound_requests_when_the_prt_entries_are_a_range():
     assert "entries x 32 would be 1472-1504" in got["evidence"]
 
 
+def test_steps_that_sweeps_holding_more_in_flight_contradict_are_no_table():
+    # N=2 and Merger2 N=2 step as a 44-entry PRT would, but N=1 (and UNQ N=3) hold up to 1024
+    # threads with no stall: 32 and 96 warp instructions, where N=1's 32 is within 44 but N=3's
+    # 96 is not. A table of 44 would have stalled N=3, so the steps are not that table (an H100
+    # read a PRT from two such steps beside 24 sweeps that held more): every quantity is
+    # undetermined with the reason, and the held counts stay as lower bounds.
+    base = prt_curve()
+
+    def curve(k, n, t):
+        return L + min(t, 32) if n == 3 else base(k, n, t)
+
+    sweeps = [("unq", 1), ("unq", 2), ("merger2", 2), ("unq", 3)]
+    doc = analyse(synthetic_trace(curve, sweeps=sweeps), provenance={"device": "k"})
+    el = doc["elements"]["requests"]
+    sat = {(s["pattern"], s["loads_per_thread"]): s["saturation_threads"] for s in doc["sweeps"]}
+    assert sat[("unq", 3)] is None and sat[("unq", 2)] is not None
+    for key in ("kind", "entries", "max_outstanding"):
+        assert el[key]["value"] is None, key
+        assert "1 sweeps held more than 45 in flight without a stall" in el[key]["undetermined"]
+    assert el["entries"]["at_least"] == {"mshr": 3072, "prt": 96}
+    # without the contradicting sweep the same steps are the 44-entry PRT
+    doc = analyse(synthetic_trace(curve, sweeps=sweeps[:3]), provenance={"device": "k"})
+    assert doc["elements"]["requests"]["kind"]["value"] == "prt"
+
+
 def test_one_saturated_sweep_cannot_separate_mshr_from_prt():
     table = thread_latency_table(synthetic_trace(mshr_curve(), sweeps=[("unq", 1)]))
     el = classify(fit_sweeps(table), limit=None)

@@ -98,20 +98,15 @@ def classify(sweeps: list[SweepResult], *, limit: int | None) -> dict[str, Any]:
         and not any(p.kind == "merge_overflow" for p in s.spikes)
     ]
     saturated = [s for s in usable if s.saturation is not None]
-    if not saturated:
-        most_blocks = max((_blocks(s.max_threads, s.loads_per_thread, s.merge_threads)
-                           for s in usable if s.merge_threads == 1), default=0)  # fmt: skip
-        most_instr = max((_instructions(s.max_threads, s.loads_per_thread) for s in usable),
-                         default=0)  # fmt: skip
-        top = max((s.max_threads for s in sweeps), default=0)
-        why = (
-            f"no saturation up to {top} threads in any sweep within the scoreboard limit: one SM "
-            f"held at least {most_blocks} distinct requests and {most_instr} warp load "
-            "instructions in flight without a stall"
-        )
-        # the held counts bound the table from below; no sweep saturated, so nothing bounds it
-        # from above (a larger launch, more loads per thread or threads, would)
-        at_most = f"no sweep saturated up to {top} threads"
+    held = [s for s in usable if s.saturation is None]
+    most_blocks = max((_blocks(s.max_threads, s.loads_per_thread, s.merge_threads)
+                       for s in held if s.merge_threads == 1), default=0)  # fmt: skip
+    most_instr = max((_instructions(s.max_threads, s.loads_per_thread) for s in held),
+                     default=0)  # fmt: skip
+    top = max((s.max_threads for s in sweeps), default=0)
+
+    def unbounded(why: str, at_most: str) -> dict[str, Any]:
+        # the held counts bound the table from below; nothing read bounds it from above
         return {
             "kind": undetermined(why),
             "entries": undetermined(why) | {"at_least": {"mshr": most_blocks, "prt": most_instr},
@@ -120,6 +115,15 @@ def classify(sweeps: list[SweepResult], *, limit: int | None) -> dict[str, Any]:
             "max_outstanding": undetermined(why) | {"at_least": most_blocks, "at_most": None,
                                                     "at_most_why": at_most},
         }  # fmt: skip
+
+    if not saturated:
+        why = (
+            f"no saturation up to {top} threads in any sweep within the scoreboard limit: one SM "
+            f"held at least {most_blocks} distinct requests and {most_instr} warp load "
+            "instructions in flight without a stall"
+        )
+        # a larger launch, more loads per thread or threads, would bound it from above
+        return unbounded(why, f"no sweep saturated up to {top} threads")
     # saturated sweeps vote; unsaturated ones must not contradict the winner (lower bounds)
     votes, contradictions = {}, {}
     for kind in ("mshr", "prt"):
@@ -140,8 +144,19 @@ def classify(sweeps: list[SweepResult], *, limit: int | None) -> dict[str, Any]:
     kind = "mshr" if a_m > a_p else "prt"
     other = "prt" if kind == "mshr" else "mshr"
     agree, lo, hi = votes[kind]
-    confidence = (agree - votes[other][0]) / total / (1 + contradictions[kind])
     unit_of = {"mshr": "distinct 128-byte blocks", "prt": "warp load instructions"}
+    if contradictions[kind]:
+        # an unsaturated sweep held more in flight than the size the steps agree on, without a
+        # stall: that table would have stalled it, so the steps are not a table running out
+        why = (
+            f"{agree} of {total} saturated sweeps agree on a table of {lo} to {int(hi)} "
+            f"{unit_of[kind]}, but {contradictions[kind]} sweeps held more than {int(hi)} in "
+            f"flight without a stall (up to {top} threads: at least {most_blocks} distinct "
+            f"requests and {most_instr} warp load instructions), which such a table cannot "
+            "allow: the steps are not the table running out"
+        )
+        return unbounded(why, "the sweeps that saturate contradict the ones that hold more")
+    confidence = (agree - votes[other][0]) / total
     points = "; ".join(
         f"{s.pattern} N={s.loads_per_thread}: "
         + (
@@ -153,8 +168,8 @@ def classify(sweeps: list[SweepResult], *, limit: int | None) -> dict[str, Any]:
     )
     evidence = (
         f"{agree} of {total} sweeps agree when the table counts {unit_of[kind]}, "
-        f"{votes[other][0]} when it counts {unit_of[other]}; unsaturated sweeps contradicting "
-        f"it: {contradictions[kind]}; saturation points: {points}"
+        f"{votes[other][0]} when it counts {unit_of[other]}; no unsaturated sweep held more; "
+        f"saturation points: {points}"
     )
     doc: dict[str, Any] = {
         "kind": quantity(
