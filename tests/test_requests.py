@@ -2,6 +2,7 @@
 classifier on synthetic traces with hand-derived answers; the twins through the real sweep; the
 GPU run (`pytest -m gpu`)."""
 
+import math
 from pathlib import Path
 
 import numpy as np
@@ -230,29 +231,72 @@ def test_early_saturations_bound_requests_when_the_prt_entries_are_a_range():
     assert "entries x 32 would be 1472-1504" in got["evidence"]
 
 
-def test_steps_that_sweeps_holding_more_in_flight_contradict_are_no_table():
-    # N=2 and Merger2 N=2 step as a 44-entry PRT would, but N=1 (and UNQ N=3) hold up to 1024
-    # threads with no stall: 32 and 96 warp instructions, where N=1's 32 is within 44 but N=3's
-    # 96 is not. A table of 44 would have stalled N=3, so the steps are not that table (an H100
-    # read a PRT from two such steps beside 24 sweeps that held more): every quantity is
-    # undetermined with the reason, and the held counts stay as lower bounds.
+def test_steps_that_sweeps_issuing_more_contradict_are_no_table():
+    # N=2 and Merger2 N=2 step as a 44-entry PRT would; Merger16 N=3 issues up to 1024 threads
+    # with no stall: 96 warp instructions (a 44-entry PRT would have stalled it) but 192 blocks
+    # (within what the MSHR reading of the steps allows). So the PRT the steps agree on is no
+    # table (an H100 read a PRT from two such steps beside 24 sweeps that issued more): every
+    # quantity is undetermined with the reason, and the issued counts stay as lower bounds.
+    base = prt_curve()
+
+    def curve(k, n, t):
+        return L + min(t, 32) if k == 16 else base(k, n, t)
+
+    sweeps = [("unq", 2), ("merger2", 2), ("merger16", 3)]
+    doc = analyse(synthetic_trace(curve, sweeps=sweeps), provenance={"device": "k"})
+    el = doc["elements"]["requests"]
+    sat = {(s["pattern"], s["loads_per_thread"]): s["saturation_threads"] for s in doc["sweeps"]}
+    assert sat[("merger16", 3)] is None and sat[("unq", 2)] is not None
+    for key in ("kind", "entries", "max_outstanding"):
+        assert el[key]["value"] is None, key
+        assert "1 sweeps issued more than 45 without a stall" in el[key]["undetermined"]
+    assert el["entries"]["at_least"]["prt"] == 96
+    # without the contradicting sweep the same steps are the 44-entry PRT
+    doc = analyse(synthetic_trace(curve, sweeps=sweeps[:2]), provenance={"device": "k"})
+    assert doc["elements"]["requests"]["kind"]["value"] == "prt"
+
+
+def test_one_step_that_sweeps_issuing_more_contradict_under_either_hypothesis_is_no_table():
+    # UNQ N=2 alone steps (at 704 threads: 1408 blocks or 44 warp instructions fit); UNQ N=3
+    # issues 3072 blocks and 96 instructions with no stall, past both: no table is read, where
+    # before it was "cannot separate MSHR from PRT" with no bounds at all
     base = prt_curve()
 
     def curve(k, n, t):
         return L + min(t, 32) if n == 3 else base(k, n, t)
 
-    sweeps = [("unq", 1), ("unq", 2), ("merger2", 2), ("unq", 3)]
-    doc = analyse(synthetic_trace(curve, sweeps=sweeps), provenance={"device": "k"})
-    el = doc["elements"]["requests"]
-    sat = {(s["pattern"], s["loads_per_thread"]): s["saturation_threads"] for s in doc["sweeps"]}
-    assert sat[("unq", 3)] is None and sat[("unq", 2)] is not None
+    sweeps = [("unq", 1), ("unq", 2), ("unq", 3)]
+    el = analyse(synthetic_trace(curve, sweeps=sweeps), provenance={"device": "k"})["elements"][
+        "requests"
+    ]
     for key in ("kind", "entries", "max_outstanding"):
-        assert el[key]["value"] is None, key
-        assert "1 sweeps held more than 45 in flight without a stall" in el[key]["undetermined"]
-    assert el["entries"]["at_least"] == {"mshr": 3072, "prt": 96}
-    # without the contradicting sweep the same steps are the 44-entry PRT
-    doc = analyse(synthetic_trace(curve, sweeps=sweeps[:3]), provenance={"device": "k"})
-    assert doc["elements"]["requests"]["kind"]["value"] == "prt"
+        assert el[key]["value"] is None
+        assert (
+            "agree on no table that the other sweeps allow: 1 issued more"
+            in (el[key]["undetermined"])
+        )
+    assert el["entries"]["at_least"]["prt"] == 96
+
+
+def test_lower_bounds_of_a_launch_bound_by_its_issue_rate_are_the_requests_in_flight():
+    # no sweep saturates, but each launch's latency grows with its requests from the first on (a
+    # steady issue rate, 1 request per cycle, over a 400-cycle round trip): Little's law reads
+    # about 400 in flight, far under the 3072 one launch issued, so the table is bounded below by
+    # those 400, not by the issued count, which stays beside it
+    def curve(k, n, t):
+        return L + n * -(-t // k)
+
+    sweeps = [("unq", 1), ("unq", 2), ("unq", 3)]
+    doc = analyse(synthetic_trace(curve, sweeps=sweeps), provenance={"device": "q"})
+    el = doc["elements"]["requests"]
+    held = el["sustained_in_flight"]["at_least"]
+    assert 300 < held < 500
+    out = el["max_outstanding"]
+    assert out["value"] is None and out["at_least"] == math.ceil(held)
+    assert out["issued_without_stall"] == 3072
+    assert el["entries"]["at_least"] == {"mshr": math.ceil(held), "prt": math.ceil(held / 32)}
+    assert el["entries"]["issued_without_stall"] == {"mshr": 3072, "prt": 96}
+    assert "not all in flight at once: by Little's law" in out["undetermined"]
 
 
 def test_one_saturated_sweep_cannot_separate_mshr_from_prt():

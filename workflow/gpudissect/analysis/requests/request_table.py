@@ -118,9 +118,9 @@ def classify(sweeps: list[SweepResult], *, limit: int | None) -> dict[str, Any]:
 
     if not saturated:
         why = (
-            f"no saturation up to {top} threads in any sweep within the scoreboard limit: one SM "
-            f"held at least {most_blocks} distinct requests and {most_instr} warp load "
-            "instructions in flight without a stall"
+            f"no saturation up to {top} threads in any sweep within the scoreboard limit: one "
+            f"launch issued up to {most_blocks} distinct requests and {most_instr} warp load "
+            "instructions on one SM without a stall"
         )
         # a larger launch, more loads per thread or threads, would bound it from above
         return unbounded(why, f"no sweep saturated up to {top} threads")
@@ -134,6 +134,18 @@ def classify(sweeps: list[SweepResult], *, limit: int | None) -> dict[str, Any]:
         )
     a_m, a_p = votes["mshr"][0], votes["prt"][0]
     total = len(saturated)
+    unit_of = {"mshr": "distinct 128-byte blocks", "prt": "warp load instructions"}
+    if all(contradictions.values()):
+        # under either hypothesis an unsaturated sweep issued past the size the steps agree on
+        why = (
+            f"the steps of {total} saturated sweeps agree on no table that the other sweeps "
+            f"allow: {contradictions['mshr']} issued more {unit_of['mshr']} than the most "
+            f"agreeing steps allow ({int(votes['mshr'][2])}), {contradictions['prt']} more "
+            f"{unit_of['prt']} ({int(votes['prt'][2])}), without a stall (up to {top} "
+            f"threads: up to {most_blocks} distinct requests and {most_instr} warp load "
+            "instructions): the steps are not a table running out"
+        )
+        return unbounded(why, "the sweeps that saturate contradict the ones that issue more")
     if a_m == a_p:
         why = (
             f"{a_m} of {total} sweeps agree on one table size under either hypothesis; sweeps "
@@ -144,18 +156,17 @@ def classify(sweeps: list[SweepResult], *, limit: int | None) -> dict[str, Any]:
     kind = "mshr" if a_m > a_p else "prt"
     other = "prt" if kind == "mshr" else "mshr"
     agree, lo, hi = votes[kind]
-    unit_of = {"mshr": "distinct 128-byte blocks", "prt": "warp load instructions"}
     if contradictions[kind]:
         # an unsaturated sweep held more in flight than the size the steps agree on, without a
         # stall: that table would have stalled it, so the steps are not a table running out
         why = (
             f"{agree} of {total} saturated sweeps agree on a table of {lo} to {int(hi)} "
-            f"{unit_of[kind]}, but {contradictions[kind]} sweeps held more than {int(hi)} in "
-            f"flight without a stall (up to {top} threads: at least {most_blocks} distinct "
-            f"requests and {most_instr} warp load instructions), which such a table cannot "
-            "allow: the steps are not the table running out"
+            f"{unit_of[kind]}, but {contradictions[kind]} sweeps issued more than {int(hi)} "
+            f"without a stall (up to {top} threads: up to {most_blocks} distinct requests and "
+            f"{most_instr} warp load instructions), which such a table cannot allow: the steps "
+            "are not the table running out"
         )
-        return unbounded(why, "the sweeps that saturate contradict the ones that hold more")
+        return unbounded(why, "the sweeps that saturate contradict the ones that issue more")
     confidence = (agree - votes[other][0]) / total
     points = "; ".join(
         f"{s.pattern} N={s.loads_per_thread}: "

@@ -44,6 +44,7 @@ Baniasadi, Sec. 3.2 and 5). Sees only the trace.
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import numpy as np
@@ -54,7 +55,7 @@ from ..common.result import quantity, undetermined
 from .request_inflight import sustained_in_flight
 from .request_repeats import LIMIT, Agreement, agree, limit_reading, sweep_reading
 from .request_spikes import MIN_COUNTS, Spike, SpikeDetector, variance3
-from .request_table import SweepResult, classify
+from .request_table import WARP_THREADS, SweepResult, classify
 
 KEYS = ["pattern", "merge_threads", "loads_per_thread"]
 __all__ = [
@@ -292,6 +293,7 @@ def analyse(
     _note_repeats(element, agreement)
     element["per_warp_limit"] = limit_q
     element["sustained_in_flight"] = _in_flight(data, element["max_outstanding"])
+    _bound_by_in_flight(element)
     footprint = {"max_footprint_bytes": int(data["footprint_bytes"].max())}
     l2_path = (inputs or {}).get("l2_flush")
     if l2_path and Path(l2_path).is_file():
@@ -353,6 +355,43 @@ def _unread_sweep(pattern: str, k: int, loads: int, **why: Any) -> dict[str, Any
         "no_saturation_up_to_threads": None,
         **why,
     }
+
+
+# Little's law reading under this share of a launch's issued requests: the launch was bound by
+# the issue rate, and its requests were not in flight at once
+ISSUE_BOUND_SHARE = 0.5
+
+
+def _bound_by_in_flight(element: dict[str, Any]) -> None:
+    """Where no table was read, its lower bounds (step 5) are the requests one launch issued
+    without a stall; they were all in flight at once only if the last left before the first
+    came back. Little's law (step 7) tells how many were in flight: where that is under half
+    of them (the launch was bound by the issue rate, as on Hopper: 335 of 16384; a launch whose
+    loads all leave at once reads within the clock's noise of its count, 5924 of 6144 on a
+    simulated table), the table is bounded below by it, and the issued counts stay beside it as
+    `issued_without_stall`."""
+    out, flight = element["max_outstanding"], element["sustained_in_flight"]
+    issued, held = out.get("at_least"), flight.get("at_least")
+    if out.get("value") is not None or issued is None or held is None:
+        return
+    if held >= ISSUE_BOUND_SHARE * issued:
+        return
+    requests = math.ceil(held)
+    instructions = math.ceil(held / WARP_THREADS)
+    note = (
+        f"; a launch's requests were not all in flight at once: by Little's law "
+        f"(sustained_in_flight) at least {held:g} were, so the table holds at least {requests} "
+        f"requests ({instructions} warp load instructions of {WARP_THREADS})"
+    )
+    for q in ("kind", "entries", "merge_capacity", "max_outstanding"):
+        if element[q].get("value") is None and "undetermined" in element[q]:
+            element[q]["undetermined"] += note
+    entries = element["entries"]
+    if isinstance(entries.get("at_least"), dict):
+        entries["issued_without_stall"] = entries["at_least"]
+        entries["at_least"] = {"mshr": requests, "prt": instructions}
+    out["issued_without_stall"] = issued
+    out["at_least"] = requests
 
 
 def _in_flight(data: pd.DataFrame, outstanding: dict[str, Any]) -> dict[str, Any]:
