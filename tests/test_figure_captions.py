@@ -227,3 +227,48 @@ def test_a_flat_sweep_with_no_size_is_drawn_on_a_tenth_of_its_level():
     fig, axes = plot_size_sweep(summary, change_points=flat, title="t")
     assert axes[0].get_ylim() == pytest.approx((0.95 * 230, 1.05 * 230))
     plt.close(fig)
+
+
+def test_error_bars_are_their_series_own_and_not_vertical_lines():
+    fig, ax = plt.subplots()
+    ax.errorbar([1, 2, 3], [4, 5, 6], yerr=0.5, capsize=2, color="C0", label="reads")
+    ax.set(xlabel="CTAs", ylabel="bandwidth (GiB/s)")
+    ax.legend()
+    text = caption_text(fig, "x")
+    assert "reads (blue line with error bars)" in text and "vertical line" not in text, text
+    plt.close(fig)
+
+
+def test_a_histogram_is_named_bars_once_and_keeps_its_labels():
+    fig, ax = plt.subplots()
+    _, _, bars = ax.hist([1, 2, 2, 3], bins=3, color="C0", label="ca: raw")
+    ax.set(xlabel="cycles", ylabel="timed accesses")
+    ax.legend()
+    text = caption_text(fig, "x")
+    assert "ca: raw (blue bars)" in text and text.count("bars") == 1, text
+    assert bars[0].get_label() == "ca: raw"  # describing a figure changes none of its artists
+    plt.close(fig)
+
+
+def test_an_empty_band_is_not_named():
+    import seaborn as sns
+
+    fig, ax = plt.subplots()
+    # one value per x: seaborn adds an interval band with nothing in it
+    sns.lineplot(x=[1, 2, 3], y=[4, 5, 4], marker="o", ax=ax)
+    ax.set(xlabel="array size N (KiB)", ylabel="average latency (cycles)")
+    assert "band" not in caption_text(fig, "x")
+    plt.close(fig)
+
+
+def test_a_panel_with_a_mark_the_others_lack_is_described_on_its_own():
+    """Merger4 on the H100 marks a saturation spike in one of its 8 panels only."""
+    figures = _draw("requests")
+    fig = figures["requests_merger4"]
+    text = check_caption(fig, "requests_merger4")
+    marked = [ax.get_title() for ax in fig.axes if ax.get_title() and any(
+        ln.get_linestyle() == "--" for ln in ax.get_lines())]  # fmt: skip
+    assert marked and all(f"{title}: " in text for title in marked), text
+    assert f"each of {len([a for a in fig.axes if a.get_title()]) - len(marked)} panels" in text
+    for f in figures.values():
+        plt.close(f)
