@@ -272,3 +272,18 @@ def test_a_panel_with_a_mark_the_others_lack_is_described_on_its_own():
     assert f"each of {len([a for a in fig.axes if a.get_title()]) - len(marked)} panels" in text
     for f in figures.values():
         plt.close(f)
+
+
+
+def test_an_inner_panel_takes_the_y_label_of_its_row():
+    fig, (a, b) = plt.subplots(1, 2)
+    a.bar([1, 2], [0.5, 1.0], color="C3", label="shares")
+    b.bar([1, 2], [1.0, 1.0], color="C0", label="apart")
+    for ax in (a, b):
+        ax.set_xlabel("test thread's warp")
+        ax.set_title(ax.containers[0].get_label())
+        ax.legend()
+    a.set_ylabel("share missed")
+    text = caption_text(fig, "x")
+    assert "apart: share missed against test thread's warp" in text, text
+    plt.close(fig)

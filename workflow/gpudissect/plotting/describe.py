@@ -302,7 +302,7 @@ def _axes_text(p: Panel) -> str:
 
 
 def panel_text(p: Panel) -> str:
-    if p.notes and not p.series:
+    if p.notes and not p.series and not p.unnamed:  # a panel that draws nothing
         said = "no data drawn: " + "; ".join(" ".join(n.split()) for n in p.notes)
         return f"{_axes_text(p)}; {said}" if _axes_text(p) else said
     parts = [_axes_text(p)] if _axes_text(p) else []
@@ -340,7 +340,7 @@ def _signature(p: Panel) -> tuple:
 
 def _share_labels(panels: list[Panel]) -> None:
     """Panels of shared axes label only the outer ones: an inner panel drawing the same series
-    takes the label of one that has it."""
+    takes the label of one that has it, and one with the same x axis its y label."""
 
     def drawn(p: Panel) -> tuple:
         return (tuple(p.names), tuple(sorted(p.unnamed)))
@@ -350,6 +350,11 @@ def _share_labels(panels: list[Panel]) -> None:
             if q is not p and drawn(q) == drawn(p):
                 p.xlabel = p.xlabel or q.xlabel
                 p.ylabel = p.ylabel or q.ylabel
+    # a row's inner panels, whatever they draw, take the y label of a panel with their x label
+    # (cache_instances labels only the row's first y axis)
+    for p in panels:
+        if p.xlabel and not p.ylabel:
+            p.ylabel = next((q.ylabel for q in panels if q.xlabel == p.xlabel and q.ylabel), "")
 
 
 def caption_text(fig, stem: str, prose: str = "") -> str:
