@@ -274,6 +274,20 @@ def test_a_panel_with_a_mark_the_others_lack_is_described_on_its_own():
         plt.close(f)
 
 
+def test_a_flush_gap_without_a_size_says_why_and_still_draws_its_line():
+    doc = json.loads((RUN / "analysis/gpu0/l2_flush.json").read_text())
+    reason = doc["elements"]["l2"]["size_bytes"]["undetermined"]  # the H100 marks no size
+    text = check_caption(_draw("l2_flush")["l2_flush"], "l2_flush")
+    assert f"no L2 size marked: {reason}" in text and "no data drawn" not in text, text
+
+
+def test_no_variance_axis_carries_an_offset_over_its_ticks():
+    fig = _draw("requests")["requests_unq"]  # the H100's UNQ variance reaches 2e6 cycles²
+    fig.canvas.draw()
+    offsets = [ax.yaxis.get_offset_text().get_text() for ax in fig.axes]
+    assert not any(offsets), offsets
+    plt.close("all")
+
 
 def test_an_inner_panel_takes_the_y_label_of_its_row():
     fig, (a, b) = plt.subplots(1, 2)
