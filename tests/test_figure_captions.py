@@ -281,12 +281,35 @@ def test_a_flush_gap_without_a_size_says_why_and_still_draws_its_line():
     assert f"no L2 size marked: {reason}" in text and "no data drawn" not in text, text
 
 
+def test_misses_without_a_fitted_structure_say_so_and_mark_the_reach():
+    fig = _draw("tlbs")["tlbs_set_misses"]
+    text = check_caption(fig, "tlbs_set_misses")
+    # the H100's L2 TLB: 2045 entries read, its ways undetermined
+    assert "reach: 2045 entries (grey dotted vertical line)" in text, text
+    assert "no set structure fitted: L2 TLB ways undetermined" in text, text
+
+
 def test_no_variance_axis_carries_an_offset_over_its_ticks():
     fig = _draw("requests")["requests_unq"]  # the H100's UNQ variance reaches 2e6 cycles²
     fig.canvas.draw()
     offsets = [ax.yaxis.get_offset_text().get_text() for ax in fig.axes]
     assert not any(offsets), offsets
     plt.close("all")
+
+
+def test_each_median_is_written_above_its_whisker():
+    fig = _draw("latency_patterns")["latency_patterns"]
+    ax = fig.axes[0]
+    tops = {}
+    for ln in ax.get_lines():
+        if ln.get_gid() == "5-95th percentile":
+            tops[round(float(ln.get_xdata()[0]), 6)] = max(ln.get_ydata())
+    labels = [t for t in ax.texts if t.get_gid() != "note"]
+    assert labels and tops
+    for t in labels:
+        x, y = t.get_position()
+        assert y >= tops.get(round(x, 6), y), (t.get_text(), y, tops.get(round(x, 6)))
+    plt.close(fig)
 
 
 def test_an_inner_panel_takes_the_y_label_of_its_row():
