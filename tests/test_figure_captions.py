@@ -312,6 +312,20 @@ def test_each_median_is_written_above_its_whisker():
     plt.close(fig)
 
 
+def test_reach_labels_sit_below_the_top_edge_on_a_ground_of_their_own():
+    """The H100's l3_tlb label stood on the top edge, with the 256 GiB walk's curve through it."""
+    fig = _draw("tlb_mappings")["tlb_mappings_reach"]
+    ax = fig.axes[0]
+    fig.canvas.draw()
+    box = ax.get_window_extent()
+    assert ax.texts
+    for t in ax.texts:
+        extent = t.get_window_extent()
+        assert extent.y1 < box.y1 - 1 and extent.x1 <= box.x1, t.get_text()
+        assert t.get_bbox_patch() is not None, t.get_text()  # a curve passes behind it
+    plt.close(fig)
+
+
 def test_an_inner_panel_takes_the_y_label_of_its_row():
     fig, (a, b) = plt.subplots(1, 2)
     a.bar([1, 2], [0.5, 1.0], color="C3", label="shares")
