@@ -312,6 +312,12 @@ def test_each_median_is_written_above_its_whisker():
     plt.close(fig)
 
 
+def test_the_ilp_panels_name_their_theoretical_line():
+    fig = _draw("shared_throughput")["shared_throughput_ilp"]
+    text = check_caption(fig, "shared_throughput_ilp")
+    assert "theoretical (black dotted horizontal line)" in text, text
+
+
 def test_reach_labels_sit_below_the_top_edge_on_a_ground_of_their_own():
     """The H100's l3_tlb label stood on the top edge, with the 256 GiB walk's curve through it."""
     fig = _draw("tlb_mappings")["tlb_mappings_reach"]
