@@ -332,6 +332,18 @@ def test_reach_labels_sit_below_the_top_edge_on_a_ground_of_their_own():
     plt.close(fig)
 
 
+def test_a_long_log_axis_labels_only_its_2x_and_5x_minor_ticks():
+    from gpudissect.plotting.banks import _minor_label
+
+    fig, ax = plt.subplots()
+    ax.set_yscale("log")
+    ax.set_ylim(45, 1200)  # a twin's latencies: more than a decade
+    assert [_minor_label(ax, v) for v in (60, 200, 500, 700, 900)] == ["", "200", "500", "", ""]
+    ax.set_ylim(22, 90)  # the H100's: short of one, every minor tick labelled
+    assert [_minor_label(ax, v) for v in (30, 40, 70)] == ["30", "40", "70"]
+    plt.close(fig)
+
+
 def test_an_inner_panel_takes_the_y_label_of_its_row():
     fig, (a, b) = plt.subplots(1, 2)
     a.bar([1, 2], [0.5, 1.0], color="C3", label="shares")
