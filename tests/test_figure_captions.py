@@ -356,3 +356,17 @@ def test_an_inner_panel_takes_the_y_label_of_its_row():
     text = caption_text(fig, "x")
     assert "apart: share missed against test thread's warp" in text, text
     plt.close(fig)
+
+
+def test_timing_marks_are_named_and_narrow_bars_have_no_white_edges():
+    fig = _draw("timing_overhead")["timing_overhead"]
+    text = check_caption(fig, "timing_overhead")
+    assert "ca: index chase (blue dotted vertical line)" in text, text
+    assert "raw latency (black line)" in text, text
+    # one-cycle bins a pixel or two wide: the theme's white edge would cover their colour
+    assert all(p.get_linewidth() == 0 for p in fig.axes[0].patches)
+    plt.close(fig)
+    fig = _draw("caches")["caches_replacement"]  # the H100's l1d: 85 ways
+    bars = [p for ax in fig.axes for p in ax.patches]
+    assert bars and all(p.get_linewidth() == 0 for p in bars)
+    plt.close(fig)
