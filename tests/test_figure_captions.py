@@ -370,3 +370,17 @@ def test_timing_marks_are_named_and_narrow_bars_have_no_white_edges():
     bars = [p for ax in fig.axes for p in ax.patches]
     assert bars and all(p.get_linewidth() == 0 for p in bars)
     plt.close(fig)
+
+
+def test_a_sweep_without_its_size_says_why():
+    """The prose of both figures speaks of a marked size; the H100 reads none for its constant
+    L1.5 (no array up to 64 KiB misses) nor for the L1 without shared memory."""
+    stage1 = json.loads((RUN / "analysis/gpu0/cache_stage1.json").read_text())
+    (level2,) = [lv for lv in stage1["paths"]["const"]["levels"] if lv["level"] == 2]
+    text = check_caption(_draw("cache_stage1")["cache_stage1_sweeps"], "cache_stage1_sweeps")
+    assert f"no size marked: {level2['size_bytes']['undetermined']}" in text, text
+    bandwidth = json.loads((RUN / "analysis/gpu0/bandwidth.json").read_text())
+    why = bandwidth["elements"]["l1d"]["size_bytes"]["undetermined"]
+    text = check_caption(_draw("bandwidth")["bandwidth_l1_capacity"], "bandwidth_l1_capacity")
+    assert f"no L1 size marked: {why}" in text, text
+    plt.close("all")

@@ -5,6 +5,7 @@ reconstruction (TPDS Fig. 11 replica)."""
 from __future__ import annotations
 
 import math
+import textwrap
 
 import matplotlib.pyplot as plt
 import numpy as np
@@ -48,6 +49,11 @@ def plot_stage1(data: pd.DataFrame, doc: dict) -> dict:
         if c:
             ax.axvline(c / 1024, color="k", ls="--", lw=0.8, label=f"C = {c / 1024:g} KiB")
             ax.legend(loc="best", fontsize=7)  # a fixed corner fell on the rise or the mark
+        elif not lv.get("served_by"):  # the prose speaks of a marked size: say why there is none
+            why = lv.get("size_bytes", {}).get("undetermined")
+            note = f"no size marked: {why}" if why else "no size marked"
+            ax.text(0.03, 0.95, textwrap.fill(note, 55), ha="left", va="top", fontsize=7,
+                    color="dimgrey", transform=ax.transAxes, gid="note")  # fmt: skip
         served = lv.get("served_by")
         if served:
             # no cache of this level on the path: its accesses hit the named one, and the
