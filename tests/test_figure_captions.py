@@ -227,3 +227,160 @@ def test_a_flat_sweep_with_no_size_is_drawn_on_a_tenth_of_its_level():
     fig, axes = plot_size_sweep(summary, change_points=flat, title="t")
     assert axes[0].get_ylim() == pytest.approx((0.95 * 230, 1.05 * 230))
     plt.close(fig)
+
+
+def test_error_bars_are_their_series_own_and_not_vertical_lines():
+    fig, ax = plt.subplots()
+    ax.errorbar([1, 2, 3], [4, 5, 6], yerr=0.5, capsize=2, color="C0", label="reads")
+    ax.set(xlabel="CTAs", ylabel="bandwidth (GiB/s)")
+    ax.legend()
+    text = caption_text(fig, "x")
+    assert "reads (blue line with error bars)" in text and "vertical line" not in text, text
+    plt.close(fig)
+
+
+def test_a_histogram_is_named_bars_once_and_keeps_its_labels():
+    fig, ax = plt.subplots()
+    _, _, bars = ax.hist([1, 2, 2, 3], bins=3, color="C0", label="ca: raw")
+    ax.set(xlabel="cycles", ylabel="timed accesses")
+    ax.legend()
+    text = caption_text(fig, "x")
+    assert "ca: raw (blue bars)" in text and text.count("bars") == 1, text
+    assert bars[0].get_label() == "ca: raw"  # describing a figure changes none of its artists
+    plt.close(fig)
+
+
+def test_an_empty_band_is_not_named():
+    import seaborn as sns
+
+    fig, ax = plt.subplots()
+    # one value per x: seaborn adds an interval band with nothing in it
+    sns.lineplot(x=[1, 2, 3], y=[4, 5, 4], marker="o", ax=ax)
+    ax.set(xlabel="array size N (KiB)", ylabel="average latency (cycles)")
+    assert "band" not in caption_text(fig, "x")
+    plt.close(fig)
+
+
+def test_a_panel_with_a_mark_the_others_lack_is_described_on_its_own():
+    """Merger4 on the H100 marks a saturation spike in one of its 8 panels only."""
+    figures = _draw("requests")
+    fig = figures["requests_merger4"]
+    text = check_caption(fig, "requests_merger4")
+    marked = [ax.get_title() for ax in fig.axes if ax.get_title() and any(
+        ln.get_linestyle() == "--" for ln in ax.get_lines())]  # fmt: skip
+    assert marked and all(f"{title}: " in text for title in marked), text
+    assert f"each of {len([a for a in fig.axes if a.get_title()]) - len(marked)} panels" in text
+    for f in figures.values():
+        plt.close(f)
+
+
+def test_a_flush_gap_without_a_size_says_why_and_still_draws_its_line():
+    doc = json.loads((RUN / "analysis/gpu0/l2_flush.json").read_text())
+    reason = doc["elements"]["l2"]["size_bytes"]["undetermined"]  # the H100 marks no size
+    text = check_caption(_draw("l2_flush")["l2_flush"], "l2_flush")
+    assert f"no L2 size marked: {reason}" in text and "no data drawn" not in text, text
+
+
+def test_misses_without_a_fitted_structure_say_so_and_mark_the_reach():
+    fig = _draw("tlbs")["tlbs_set_misses"]
+    text = check_caption(fig, "tlbs_set_misses")
+    # the H100's L2 TLB: 2045 entries read, its ways undetermined
+    assert "reach: 2045 entries (grey dotted vertical line)" in text, text
+    assert "no set structure fitted: L2 TLB ways undetermined" in text, text
+
+
+def test_no_variance_axis_carries_an_offset_over_its_ticks():
+    fig = _draw("requests")["requests_unq"]  # the H100's UNQ variance reaches 2e6 cycles²
+    fig.canvas.draw()
+    offsets = [ax.yaxis.get_offset_text().get_text() for ax in fig.axes]
+    assert not any(offsets), offsets
+    plt.close("all")
+
+
+def test_each_median_is_written_above_its_whisker():
+    fig = _draw("latency_patterns")["latency_patterns"]
+    ax = fig.axes[0]
+    tops = {}
+    for ln in ax.get_lines():
+        if ln.get_gid() == "5-95th percentile":
+            tops[round(float(ln.get_xdata()[0]), 6)] = max(ln.get_ydata())
+    labels = [t for t in ax.texts if t.get_gid() != "note"]
+    assert labels and tops
+    for t in labels:
+        x, y = t.get_position()
+        assert y >= tops.get(round(x, 6), y), (t.get_text(), y, tops.get(round(x, 6)))
+    plt.close(fig)
+
+
+def test_the_ilp_panels_name_their_theoretical_line():
+    fig = _draw("shared_throughput")["shared_throughput_ilp"]
+    text = check_caption(fig, "shared_throughput_ilp")
+    assert "theoretical (black dotted horizontal line)" in text, text
+
+
+def test_reach_labels_sit_below_the_top_edge_on_a_ground_of_their_own():
+    """The H100's l3_tlb label stood on the top edge, with the 256 GiB walk's curve through it."""
+    fig = _draw("tlb_mappings")["tlb_mappings_reach"]
+    ax = fig.axes[0]
+    fig.canvas.draw()
+    box = ax.get_window_extent()
+    assert ax.texts
+    for t in ax.texts:
+        extent = t.get_window_extent()
+        assert extent.y1 < box.y1 - 1 and extent.x1 <= box.x1, t.get_text()
+        assert t.get_bbox_patch() is not None, t.get_text()  # a curve passes behind it
+    plt.close(fig)
+
+
+def test_a_long_log_axis_labels_only_its_2x_and_5x_minor_ticks():
+    from gpudissect.plotting.banks import _minor_label
+
+    fig, ax = plt.subplots()
+    ax.set_yscale("log")
+    ax.set_ylim(45, 1200)  # a twin's latencies: more than a decade
+    assert [_minor_label(ax, v) for v in (60, 200, 500, 700, 900)] == ["", "200", "500", "", ""]
+    ax.set_ylim(22, 90)  # the H100's: short of one, every minor tick labelled
+    assert [_minor_label(ax, v) for v in (30, 40, 70)] == ["30", "40", "70"]
+    plt.close(fig)
+
+
+def test_an_inner_panel_takes_the_y_label_of_its_row():
+    fig, (a, b) = plt.subplots(1, 2)
+    a.bar([1, 2], [0.5, 1.0], color="C3", label="shares")
+    b.bar([1, 2], [1.0, 1.0], color="C0", label="apart")
+    for ax in (a, b):
+        ax.set_xlabel("test thread's warp")
+        ax.set_title(ax.containers[0].get_label())
+        ax.legend()
+    a.set_ylabel("share missed")
+    text = caption_text(fig, "x")
+    assert "apart: share missed against test thread's warp" in text, text
+    plt.close(fig)
+
+
+def test_timing_marks_are_named_and_narrow_bars_have_no_white_edges():
+    fig = _draw("timing_overhead")["timing_overhead"]
+    text = check_caption(fig, "timing_overhead")
+    assert "ca: index chase (blue dotted vertical line)" in text, text
+    assert "raw latency (black line)" in text, text
+    # one-cycle bins a pixel or two wide: the theme's white edge would cover their colour
+    assert all(p.get_linewidth() == 0 for p in fig.axes[0].patches)
+    plt.close(fig)
+    fig = _draw("caches")["caches_replacement"]  # the H100's l1d: 85 ways
+    bars = [p for ax in fig.axes for p in ax.patches]
+    assert bars and all(p.get_linewidth() == 0 for p in bars)
+    plt.close(fig)
+
+
+def test_a_sweep_without_its_size_says_why():
+    """The prose of both figures speaks of a marked size; the H100 reads none for its constant
+    L1.5 (no array up to 64 KiB misses) nor for the L1 without shared memory."""
+    stage1 = json.loads((RUN / "analysis/gpu0/cache_stage1.json").read_text())
+    (level2,) = [lv for lv in stage1["paths"]["const"]["levels"] if lv["level"] == 2]
+    text = check_caption(_draw("cache_stage1")["cache_stage1_sweeps"], "cache_stage1_sweeps")
+    assert f"no size marked: {level2['size_bytes']['undetermined']}" in text, text
+    bandwidth = json.loads((RUN / "analysis/gpu0/bandwidth.json").read_text())
+    why = bandwidth["elements"]["l1d"]["size_bytes"]["undetermined"]
+    text = check_caption(_draw("bandwidth")["bandwidth_l1_capacity"], "bandwidth_l1_capacity")
+    assert f"no L1 size marked: {why}" in text, text
+    plt.close("all")

@@ -5,6 +5,8 @@ footprint per SM, with the L1 size the analysis read from it."""
 
 from __future__ import annotations
 
+import textwrap
+
 import matplotlib.pyplot as plt
 import pandas as pd
 
@@ -73,6 +75,11 @@ def plot_l1_capacity(table: pd.DataFrame, *, size: dict, stage1_bytes: int, titl
         ax.axvline(stage1_bytes / 1024, ls=":", lw=1, color="k", gid="cache_stage1 L1 size")
     if size.get("value") is not None:
         ax.axvline(size["value"] / 1024, ls="--", lw=1, color="C3", gid="L1 size estimate")
+    else:  # the prose speaks of the estimate: say why there is none
+        note = f"no L1 size marked: {size.get('undetermined') or 'undetermined'}"
+        # lower left: below the L1's plateau, before the rate has fallen
+        ax.text(0.02, 0.03, textwrap.fill(note, 42), ha="left", va="bottom", fontsize=6,
+                color="dimgrey", transform=ax.transAxes, gid="note")  # fmt: skip
     ax.set(xlabel="footprint per SM (KiB)", ylabel="bandwidth (GiB/s)")
     ax.legend(fontsize=7)
     fig.suptitle(title)

@@ -12,6 +12,16 @@ from matplotlib.ticker import FuncFormatter, ScalarFormatter
 from . import set_theme
 
 
+def _minor_label(ax, value: float) -> str:
+    """A minor tick's label on the log latency axis: every one on an axis short of a decade,
+    only 2x and 5x where the axis spans more (else "600 700 800 900" run into each other)."""
+    low, high = ax.get_ylim()
+    digit = round(value / 10 ** np.floor(np.log10(value)))
+    if high > 10 * low and digit not in (2, 5):
+        return ""
+    return f"{value:g}"
+
+
 def empty_figure(title: str, reason: str):
     """A placeholder figure for a device the sweep could not run on."""
     set_theme()
@@ -71,7 +81,7 @@ def plot_stride_latency(
     ax.set_yscale("log")
     # plain numbers: a short log axis' default labels read "3x10^1"
     ax.yaxis.set_major_formatter(ScalarFormatter())
-    ax.yaxis.set_minor_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
+    ax.yaxis.set_minor_formatter(FuncFormatter(lambda v, _: _minor_label(ax, v)))
     ax.grid(True, which="minor", axis="y", lw=0.5)
     ax.set(xlabel="stride (elements)", ylabel="latency per load (cycles)", title=title)
     ax.legend(fontsize=7)

@@ -5,6 +5,7 @@ reconstruction (TPDS Fig. 11 replica)."""
 from __future__ import annotations
 
 import math
+import textwrap
 
 import matplotlib.pyplot as plt
 import numpy as np
@@ -47,7 +48,12 @@ def plot_stage1(data: pd.DataFrame, doc: dict) -> dict:
         c = lv.get("size_bytes", {}).get("value")
         if c:
             ax.axvline(c / 1024, color="k", ls="--", lw=0.8, label=f"C = {c / 1024:g} KiB")
-            ax.legend(loc="upper left", fontsize=7)
+            ax.legend(loc="best", fontsize=7)  # a fixed corner fell on the rise or the mark
+        elif not lv.get("served_by"):  # the prose speaks of a marked size: say why there is none
+            why = lv.get("size_bytes", {}).get("undetermined")
+            note = f"no size marked: {why}" if why else "no size marked"
+            ax.text(0.03, 0.95, textwrap.fill(note, 55), ha="left", va="top", fontsize=7,
+                    color="dimgrey", transform=ax.transAxes, gid="note")  # fmt: skip
         served = lv.get("served_by")
         if served:
             # no cache of this level on the path: its accesses hit the named one, and the
@@ -91,7 +97,7 @@ def _sets_figure(details: dict, device: str):
         ax.xaxis.set_major_locator(MaxNLocator(integer=True))  # k counts lines
         ax.set_xlabel("extra lines k (array C + k b)")
         ax.set_ylabel("lines that miss")
-        ax.legend(fontsize=7, loc="upper left")
+        ax.legend(fontsize=7, loc="lower right")  # upper left hides the array's dotted line
     fig.suptitle(f"{device}: stage 2, lines missing as the array overflows line by line")
     return fig
 
@@ -118,7 +124,8 @@ def _replacement_figure(details: dict, doc: dict):
         ax_seq.set_title(f"{name}: policy {policy or 'undetermined'}", fontsize=9)
         freq = doc["elements"].get(name, {}).get("way_replacement_freq", {}).get("value")
         if freq:
-            ax_bar.bar(np.arange(1, len(freq) + 1), freq)
+            # no edges: the theme's white edges wash out the bars of a cache of many ways
+            ax_bar.bar(np.arange(1, len(freq) + 1), freq, linewidth=0)
             ax_bar.set_xlabel("way")
             ax_bar.set_ylabel("replacement frequency")
         else:

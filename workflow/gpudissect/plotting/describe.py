@@ -12,8 +12,9 @@ import re
 from dataclasses import dataclass, field
 
 import numpy as np
-from matplotlib.collections import LineCollection, PolyCollection
+from matplotlib.collections import Collection, LineCollection, PolyCollection
 from matplotlib.colors import rgb_to_hsv, to_rgb
+from matplotlib.container import ErrorbarContainer
 from matplotlib.image import AxesImage
 from matplotlib.lines import Line2D
 from matplotlib.patches import Patch, Rectangle
@@ -57,15 +58,17 @@ def colour_word(colour) -> str:
 @dataclass(frozen=True)
 class Item:
     """One named series or mark: `kind` is line, band, bars, area, points, vertical line,
-    horizontal line, horizontal segments or map."""
+    horizontal line, horizontal segments, error bars or map."""
 
     name: str
     kind: str
     colour: str
     style: str = ""
+    error_bars: bool = False  # drawn with error bars of its own (`ax.errorbar`)
 
     def text(self) -> str:
-        return f"{self.name} ({self.colour} {self.style}{self.kind})"
+        bars = " with error bars" if self.error_bars else ""
+        return f"{self.name} ({self.colour} {self.style}{self.kind}{bars})"
 
 
 @dataclass
@@ -91,6 +94,8 @@ class Panel:
 
 
 def _kind(artist, ax) -> str | None:
+    if isinstance(artist, Collection) and not _draws(artist):
+        return None  # an empty band (seaborn's interval where each x has one value)
     if isinstance(artist, Line2D):
         transform = artist.get_transform()
         if transform is ax.get_xaxis_transform():
@@ -118,10 +123,17 @@ def _kind(artist, ax) -> str | None:
     return None
 
 
+def _draws(collection) -> bool:
+    """Whether a collection puts anything on the canvas: paths, and places for them."""
+    if not len(collection.get_paths()):
+        return False
+    return not hasattr(collection, "get_sizes") or len(collection.get_offsets()) > 0
+
+
 def _named_kind(name: str, handle, ax) -> str:
     """A legend entry's kind: the drawn artist's of that label, else the handle's."""
-    for artist in _data_artists(ax):
-        if artist.get_label() == name:
+    for artist, label in _data_artists(ax):
+        if label == name:
             return _kind(artist, ax) or "line"
     kind = _kind(handle, ax) or "line"
     return {"bars": "area", "vertical line": "line", "horizontal line": "line"}.get(kind, kind)
@@ -154,21 +166,46 @@ def _style(artist) -> str:
     return _STYLES.get(style, "")
 
 
+def _container_labels(ax) -> dict[int, str]:
+    """The label each container's first artist is known by: the container's own where it has
+    one (`ax.bar(..., label=)`, `ax.errorbar`), else the artist's (`ax.hist` labels its first
+    bar). The figure's artists keep their labels."""
+    labels = {}
+    for container in ax.containers:
+        if len(container) and container[0] is not None:
+            own = str(container.get_label() or "")
+            first = container[0]
+            labels[id(first)] = own if own and not own.startswith("_") else first.get_label()
+    return labels
+
+
+def _error_bars(ax) -> set[int]:
+    """The artists that draw error bars (the bars and their caps), by id."""
+    ids = set()
+    for container in ax.containers:
+        if isinstance(container, ErrorbarContainer):
+            _, caps, bars = container.lines
+            ids |= {id(a) for a in (*caps, *bars)}
+    return ids
+
+
 def _data_artists(ax):
-    yield from ax.get_lines()
-    yield from ax.collections
+    """Each data artist of a panel with the label it is known by; a bar chart's first bar
+    stands for its bars."""
+    labels = _container_labels(ax)
+    for artist in (*ax.get_lines(), *ax.collections):
+        yield artist, labels.get(id(artist), artist.get_label())
     seen_bars = set()
     for container in ax.containers:
-        for patch in container.patches if hasattr(container, "patches") else []:
-            seen_bars.add(id(patch))
-        if len(container):
-            first = container[0]
-            first.set_label(container.get_label())
-            yield first
+        if hasattr(container, "patches"):
+            seen_bars |= {id(patch) for patch in container.patches}
+            if len(container):
+                yield container[0], labels[id(container[0])]
     for patch in ax.patches:
         if id(patch) not in seen_bars:
-            yield patch
-    yield from ax.images
+            yield patch, patch.get_label()
+    for image in ax.images:
+        yield image, image.get_label()
 
 
 def describe_axes(ax) -> Panel:
@@ -181,25 +218,34 @@ def describe_axes(ax) -> Panel:
     )
     legend = ax.get_legend()
     named = set()
+    error_bars = _error_bars(ax)
+    with_errors = {
+        str(c.get_label())
+        for c in ax.containers
+        if isinstance(c, ErrorbarContainer) and any(id(b) in error_bars for b in c.lines[2])
+    }
     if legend is not None:
         panel.legend_title = legend.get_title().get_text()
         for text, handle in zip(legend.texts, legend.legend_handles, strict=False):
             name = text.get_text()
             kind = _named_kind(name, handle, ax)
-            panel.series.append(Item(name, kind, _colour(handle), _style(handle)))
+            errors = name in with_errors
+            panel.series.append(Item(name, kind, _colour(handle), _style(handle), errors))
             named.add(name)
     drew = False
-    for artist in _data_artists(ax):
+    for artist, label in _data_artists(ax):
         kind = _kind(artist, ax)
         if kind is None or not artist.get_visible():
             continue
         drew = True
-        label = str(artist.get_label() or "")
+        if id(artist) in error_bars:
+            kind = "error bars"
+        label = str(label or "")
         name = label if label and not label.startswith("_") else artist.get_gid()
         if name in named:  # in the legend
             continue
         colour, style = _colour(artist), _style(artist)
-        item = Item(name, kind, colour, style) if name else None
+        item = Item(name, kind, colour, style, name in with_errors) if name else None
         if item in panel.series:  # one named mark drawn several times
             continue
         if item:
@@ -256,7 +302,7 @@ def _axes_text(p: Panel) -> str:
 
 
 def panel_text(p: Panel) -> str:
-    if p.notes and not p.series:
+    if p.notes and not p.series and not p.unnamed:  # a panel that draws nothing
         said = "no data drawn: " + "; ".join(" ".join(n.split()) for n in p.notes)
         return f"{_axes_text(p)}; {said}" if _axes_text(p) else said
     parts = [_axes_text(p)] if _axes_text(p) else []
@@ -265,23 +311,36 @@ def panel_text(p: Panel) -> str:
         parts.append(by + ", ".join(i.text() for i in p.series))
     if p.notes:
         parts.append("; ".join(" ".join(n.split()) for n in p.notes))
-    for (kind, colour, style), n in p.unnamed.items():
-        if kind in ("line", "points", "band") and colour in {i.colour for i in p.series}:
-            continue  # a named series' own pieces (a histogram's fill, a line's markers)
-        if any(i.kind == kind and i.colour == colour for i in p.series):
-            continue  # more of a named mark (only the first is in the legend)
+    for (kind, colour, style), n in _unnamed_marks(p):
         count = "" if n == 1 else f"{n} "
         parts.append(f"{count}{colour} {style}{_plural(kind, n)}".strip())
     return "; ".join(parts)
 
 
+def _unnamed_marks(p: Panel) -> list[tuple[tuple[str, str, str], int]]:
+    """The unnamed marks a panel's text names: not the pieces or repeats of a named series."""
+    marks = []
+    for (kind, colour, style), n in p.unnamed.items():
+        if kind in ("line", "points", "band", "error bars") and colour in {
+            i.colour for i in p.series
+        }:
+            continue  # a named series' own pieces (a histogram's fill, a line's markers)
+        if any(i.kind == kind and i.colour == colour for i in p.series):
+            continue  # more of a named mark (only the first is in the legend)
+        marks.append(((kind, colour, style), n))
+    return marks
+
+
 def _signature(p: Panel) -> tuple:
-    return (p.xlabel, p.ylabel, p.right_ylabel, tuple(p.names), tuple(p.notes))
+    """What panels must share to be described once: their axes, named series, notes and
+    unnamed marks (a panel with a mark of its own is described on its own)."""
+    marks = tuple(sorted(_unnamed_marks(p)))
+    return (p.xlabel, p.ylabel, p.right_ylabel, tuple(p.names), tuple(p.notes), marks)
 
 
 def _share_labels(panels: list[Panel]) -> None:
     """Panels of shared axes label only the outer ones: an inner panel drawing the same series
-    takes the label of one that has it."""
+    takes the label of one that has it, and one with the same x axis its y label."""
 
     def drawn(p: Panel) -> tuple:
         return (tuple(p.names), tuple(sorted(p.unnamed)))
@@ -291,6 +350,11 @@ def _share_labels(panels: list[Panel]) -> None:
             if q is not p and drawn(q) == drawn(p):
                 p.xlabel = p.xlabel or q.xlabel
                 p.ylabel = p.ylabel or q.ylabel
+    # a row's inner panels, whatever they draw, take the y label of a panel with their x label
+    # (cache_instances labels only the row's first y axis)
+    for p in panels:
+        if p.xlabel and not p.ylabel:
+            p.ylabel = next((q.ylabel for q in panels if q.xlabel == p.xlabel and q.ylabel), "")
 
 
 def caption_text(fig, stem: str, prose: str = "") -> str:

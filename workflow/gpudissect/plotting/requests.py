@@ -4,8 +4,11 @@ plot (Fig. 2)."""
 
 from __future__ import annotations
 
+import textwrap
+
 import matplotlib.pyplot as plt
 import pandas as pd
+from matplotlib.ticker import EngFormatter
 
 from . import set_theme
 
@@ -48,6 +51,8 @@ def plot_thread_latency(table: pd.DataFrame, sweeps: list[dict], *, pattern: str
         ax2 = ax.twinx()
         ax2.plot(s["threads"], s["variance_cycles2"], color="C3", lw=0.9, label="variance")
         ax2.set_ylabel("variance (cycles²)", color="C3")
+        # "1.5M", not a "1e6" over the axis, which a reader takes for a tick
+        ax2.yaxis.set_major_formatter(EngFormatter(sep=""))
         ax2.grid(False)
         info = next(
             (w for w in sweeps if w["pattern"] == pattern and w["loads_per_thread"] == n), None
@@ -60,7 +65,7 @@ def plot_thread_latency(table: pd.DataFrame, sweeps: list[dict], *, pattern: str
             # no reading held by a majority of the repeats (analysis.requests.request_repeats)
             text = "the repeats' readings differ"
         elif sat is not None:
-            ax.axvline(sat, ls="--", lw=1, color="k")
+            ax.axvline(sat, ls="--", lw=1, color="k", gid="saturation spike")
             text = f"saturation at {sat} threads"
         else:
             text = f"no saturation up to {int(s['threads'].max())} threads"
@@ -87,8 +92,11 @@ def plot_requests(data: pd.DataFrame, doc: dict, *, table: pd.DataFrame) -> dict
     return out
 
 
-def plot_l2_flush_gap(table: pd.DataFrame, *, size_bytes: int | None, title: str):
-    """Copy time with and without a flushed L2 (left) and their gap (right) against the size."""
+def plot_l2_flush_gap(
+    table: pd.DataFrame, *, size_bytes: int | None, title: str, undetermined: str | None = None
+):
+    """Copy time with and without a flushed L2 (left) and their gap (right) against the size;
+    where no size is marked, the gap panel says why (`undetermined`)."""
     set_theme()
     fig, (ax, ax_gap) = plt.subplots(1, 2, figsize=(10, 3.6), layout="constrained")
     kib = table["size_bytes"] / 1024
@@ -101,15 +109,23 @@ def plot_l2_flush_gap(table: pd.DataFrame, *, size_bytes: int | None, title: str
     for a in (ax, ax_gap):
         if size_bytes is not None:
             a.axvline(size_bytes / 1024, ls="--", lw=1, color="k", gid="L2 size estimate")
+    if size_bytes is None:
+        why = f"no L2 size marked: {undetermined}" if undetermined else "no L2 size marked"
+        ax_gap.text(0.02, 0.98, textwrap.fill(why, 60), ha="left", va="top", fontsize=7,
+                    color="dimgrey", transform=ax_gap.transAxes, gid="note")  # fmt: skip
     fig.suptitle(title)
     return fig, (ax, ax_gap)
 
 
 def plot_l2_flush(data: pd.DataFrame, doc: dict, *, table: pd.DataFrame) -> dict:
     """The l2_flush figure (`table`: the analysis's per-size medians and gap)."""
-    size = doc["elements"]["l2"]["size_bytes"].get("value")
+    q = doc["elements"]["l2"]["size_bytes"]
+    size = q.get("value")
     note = f"L2 estimate {size / 1024:g} KiB" if size else "L2 size undetermined"
     fig, _ = plot_l2_flush_gap(
-        table, size_bytes=size, title=f"{doc['device']}: L2 flush copy ({note})"
+        table,
+        size_bytes=size,
+        title=f"{doc['device']}: L2 flush copy ({note})",
+        undetermined=q.get("undetermined"),
     )
     return {"l2_flush": fig}

@@ -86,12 +86,25 @@ def plot_tlb_misses(doc: dict, *, title: str):
         if entries and ways:
             model = [fitted_misses(int(m) - entries, ways) for m in r["elements"]]
             ax.plot(size, model, ls="--", lw=1, label=_model_label(ways))
+        if entries:
             ax.axvline(
                 entries * page / MIB,
                 color="grey",
                 lw=0.8,
                 ls=":",
                 label=f"reach: {entries} entries",
+            )
+        if not ways:  # the caption's fitted misses are not drawn: say so, and why
+            ax.text(
+                0.98,
+                0.04,
+                f"no set structure fitted:\n{name.upper()} TLB ways undetermined",
+                ha="right",
+                va="bottom",
+                fontsize=7,
+                color="dimgrey",
+                transform=ax.transAxes,
+                gid="note",
             )
         ax.set(
             title=f"{label}: ways {ways}" if ways else label,
@@ -198,12 +211,13 @@ def plot_latency_patterns(table: pd.DataFrame, doc: dict, *, title: str):
         sub = table[table["path"] == path] if not table.empty else table
         for xi, p, m in zip(x, patterns, med, strict=True):
             lat = sub.loc[sub["pattern"] == p, "latency_cycles"] if not sub.empty else []
+            top = m
             if m is not None and len(lat):
                 lo, hi = np.percentile(lat, [5, 95])
                 ax.plot([xi, xi], [lo, hi], color="black", lw=1, gid="5-95th percentile")
-        for xi, m in zip(x, med, strict=True):
-            if m:
-                ax.text(xi, m, f"{m:.0f}", ha="center", va="bottom", fontsize=7)
+                top = max(m, hi)
+            if m:  # the value above its whisker, where the whisker does not cross it
+                ax.text(xi, top, f"{m:.0f}", ha="center", va="bottom", fontsize=7)
     _undetermined_notes(ax, doc, paths, patterns, width)
     ax.set_xticks(np.arange(len(patterns)), patterns)
     ax.set_xlim(-0.5, len(patterns) - 0.5)

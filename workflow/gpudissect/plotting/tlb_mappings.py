@@ -42,7 +42,20 @@ def plot_reach(data: pd.DataFrame, doc: dict, *, title: str):
                 )
                 at.setdefault(q["value"], []).append(f"{name} ({layout})")
     for x, names in at.items():
-        ax.text(x, ax.get_ylim()[1], "\n".join(names), rotation=90, va="top", fontsize=6)
+        # below the top edge, beside the mark, on a ground that a curve passing under the
+        # label does not cross
+        ax.annotate(
+            "\n".join(names),
+            xy=(x, 1),
+            xycoords=("data", "axes fraction"),
+            xytext=(2, -3),
+            textcoords="offset points",
+            rotation=90,
+            ha="left",
+            va="top",
+            fontsize=6,
+            bbox={"boxstyle": "square,pad=0.1", "fc": "white", "ec": "none", "alpha": 0.8},
+        )
     ax.set(
         xscale="log",
         xlabel="walk span (binary units), one element per stride",
