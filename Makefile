@@ -66,11 +66,11 @@ test-modern: $(VENV)/.installed
 
 bench: $(VENV)/.installed
 	$(BIN)/python benchmarks/bench_sim.py
-	$(BIN)/python benchmarks/bench_pipeline.py
+	$(BIN)/python benchmarks/bench_pipeline.py --readme README.md
 
-# `CI=true bash .ci/run` on a fresh clone of this checkout, timed by phase (about 10 minutes)
+# `CI=true bash .ci/run` on a fresh clone of this checkout, timed by phase (the goal: 10 minutes)
 bench-ci:
-	$(PYTHON) benchmarks/bench_ci.py
+	$(PYTHON) benchmarks/bench_ci.py --readme README.md
 
 # One GPU's reference results (results/reference/<GPU>/, README.md "Reference results"): the
 # whole config/gpu.yaml run of CUDA device 0 with its twin, then the fleet report.

@@ -8,12 +8,15 @@ suite) and prints the wall time, each phase's time from the `ci: phase NAME S s`
 `--fresh-home` the run gets an empty HOME, so that pip's cache and the bundle's wheel cache start
 empty as on a new machine. The suite's temporary folders are made under the clone's temporary
 folder (`--basetemp`), and the log ends with the 40 slowest tests' times. Exits with
-`.ci/run`'s status.
+`.ci/run`'s status. With `--readme FILE` a run that passed writes its wall time, the commit, the
+host and the suite's summary into FILE's block between `<!-- begin ci time (written by make
+bench) -->` and `<!-- end ci time -->` (`make bench-ci` does it to the README).
 """
 
 from __future__ import annotations
 
 import argparse
+import datetime
 import os
 import re
 import shutil
@@ -74,6 +77,17 @@ def report(rc: int, wall_s: float, lines: list[str], load: tuple[str, str]) -> s
     return "\n".join(rows)
 
 
+def ci_block(wall_s: float, commit: str, summary: str | None, load: tuple[str, str]) -> str:
+    """The README's line of CI's measured time (`ci_time` block)."""
+    return (
+        f"Measured by `make bench-ci` on {datetime.date.today().isoformat()}: `CI=true bash "
+        f".ci/run` on a fresh clone of {commit[:7]} (the missing system packages, the "
+        f"virtualenv, the lint and the whole suite) took {wall_s / 60:.1f} minutes ({wall_s:.0f} "
+        f"s) on {os.cpu_count()} CPUs, load averages {load[0]} before and {load[1]} after; "
+        f"suite: {summary.strip('= ') if summary else 'no summary line'}."
+    )
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--keep", action="store_true", help="keep the clone and print its path")
@@ -81,7 +95,15 @@ def main() -> int:
         "--fresh-home", action="store_true", help="an empty HOME (no pip or wheel cache)"
     )
     parser.add_argument("--log", type=Path, help="also write .ci/run's output here")
+    parser.add_argument(
+        "--readme", type=Path, metavar="FILE", help="write a passing run's time into FILE"
+    )
     args = parser.parse_args()
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from bench_pipeline import replace_block
+
+    if args.readme is not None:  # a file without the block is refused before anything runs
+        replace_block(args.readme.read_text(), "ci time", "", source=str(args.readme))
     tmp = Path(tempfile.mkdtemp(prefix="bench-ci-"))
     try:
         clone = tmp / "gpudissect"
@@ -99,7 +121,16 @@ def main() -> int:
         before = _load()
         rc, wall_s, lines = run_ci(clone, env, log)
         print()
-        print(report(rc, wall_s, lines, (before, _load())))
+        after = _load()
+        print(report(rc, wall_s, lines, (before, after)))
+        if args.readme is not None and rc == 0:
+            commit = subprocess.run(
+                ["git", "rev-parse", "HEAD"], cwd=clone, capture_output=True, text=True
+            ).stdout.strip()
+            summary = next((line for line in reversed(lines) if SUMMARY.match(line)), None)
+            block = ci_block(wall_s, commit, summary, (before, after))
+            args.readme.write_text(replace_block(args.readme.read_text(), "ci time", block))
+            print(f"written: the CI time of {args.readme}")
         if args.keep:
             print(f"clone: {clone}")
         return rc

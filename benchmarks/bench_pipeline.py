@@ -11,7 +11,12 @@ after the other on the same machine, so the two are compared in the same hour. P
 time and the CPU time of every run (the second steadier on a host shared with other work).
 
     .venv/bin/python benchmarks/bench_pipeline.py [--only default|targets] [--server on|off|both]
-        [--jobs N]
+        [--jobs N] [--readme README.md]
+
+`--readme FILE` writes the measured times (with the fork server) into FILE's block between
+`<!-- begin pipeline times (written by make bench) -->` and `<!-- end pipeline times -->`: a
+table of the study targets (their twins, the sweeps each ran, the wall time) and the default
+pipeline's time, with the host and the date; `make bench` does it to the README.
 
 Each line carries the host's load averages before and after the run; `--jobs N` lists the run's
 N longest jobs (the CPU column counts a job's own processes, so it is near zero for a job the
@@ -21,6 +26,7 @@ fork server ran: compare CPU per job with `--server off`).
 from __future__ import annotations
 
 import argparse
+import datetime
 import os
 import platform
 import resource
@@ -58,6 +64,59 @@ def costliest_jobs(work: Path, count: int) -> list[tuple[float, float, str]]:
         name = str(tsv.relative_to(work / "results" / "benchmarks").with_suffix(""))
         jobs.append((float(values["s"]), float(values.get("cpu_time", "nan")), name))
     return sorted(jobs, reverse=True)[:count]
+
+
+def sweeps_run(work: Path) -> int:
+    """The sweeps the last run ran: its `run_sweep` benchmark files."""
+    return len(list((work / "results" / "benchmarks" / "run_sweep").glob("*.tsv")))
+
+
+def replace_block(text: str, name: str, body: str, *, source: str = "the file") -> str:
+    """`text` with the lines between its `<!-- begin NAME (written by make bench) -->` and
+    `<!-- end NAME -->` markers replaced by `body`."""
+    begin, end = f"<!-- begin {name} (written by make bench) -->", f"<!-- end {name} -->"
+    i, j = text.find(begin), text.find(end)
+    if i < 0 or j < i:
+        raise SystemExit(f"--readme: {source} has no block from '{begin}' to '{end}'")
+    return text[: i + len(begin)] + "\n" + body.rstrip("\n") + "\n" + text[j:]
+
+
+def times_block(
+    targets: list[tuple[str, int, float]],
+    default: tuple[int, float] | None,
+    *,
+    host: str,
+    day: str,
+    load: tuple[str, str],
+) -> str:
+    """The README's block of measured times: each study target (key, sweeps it ran, wall s)
+    with its study and twins, then the default pipeline's (sweeps, wall s) where measured."""
+    lines = []
+    if targets:
+        lines += [
+            "| command | study | twins | sweeps | time |",
+            "| --- | --- | --- | --- | --- |",
+        ]
+        for key, sweeps, wall in targets:
+            study = STUDIES[key]
+            twins = ", ".join(study.devices)
+            lines.append(
+                f"| `snakemake --cores 1 {key}` | {study.title} | {twins} | {sweeps} | "
+                f"{wall:.0f} s |"
+            )
+        lines.append("")
+    what = "each study target with `--cores 1`, one at a time" if targets else ""
+    if default is not None:
+        sweeps, wall = default
+        what += ("; " if what else "") + (
+            f"the default pipeline (`snakemake --cores 2`, {sweeps} sweeps) {wall:.0f} s"
+        )
+    lines.append(
+        f"Measured by `make bench` (`benchmarks/bench_pipeline.py --readme README.md`) on {day}, "
+        f"{host}, from fresh outputs with numba's cache warm: {what} (load averages {load[0]} "
+        f"before, {load[1]} after; a machine shared with other work takes longer)."
+    )
+    return "\n".join(lines)
 
 
 def _load() -> str:
@@ -112,7 +171,15 @@ def main() -> None:
         help="after each run, its N longest jobs (wall and CPU seconds, from the rules' "
         "benchmark files)",
     )
+    parser.add_argument(
+        "--readme",
+        type=Path,
+        metavar="FILE",
+        help="write the times measured with the fork server into FILE's pipeline-times block",
+    )
     args = parser.parse_args()
+    if args.readme is not None:  # a file without the block is refused before anything runs
+        replace_block(args.readme.read_text(), "pipeline times", "", source=str(args.readme))
     servers = {"on": [True], "off": [False], "both": [True, False]}[args.server]
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp, "gpudissect")
@@ -129,6 +196,8 @@ def main() -> None:
         warm, _ = run_once(work, "all", 2, True)
         print(f"first run (numba compiles the kernels; not a measurement): {warm:.1f} s")
         rows = []
+        measured: dict[str, tuple[int, float]] = {}
+        first_load = _load()
         if args.only in (None, "default"):
             rows.append(("default pipeline (all)", "all", 2, DEFAULT_GOAL_S))
         if args.only in (None, "targets"):
@@ -139,6 +208,8 @@ def main() -> None:
                 # the wall time is only as steady as they are
                 load_before = _load()
                 wall, cpu = run_once(work, target, cores, server)
+                if server:
+                    measured[target] = (sweeps_run(work), wall)
                 how = "fork server" if server else "GPUDISSECT_FORKSERVER=off"
                 print(
                     f"{label}, --cores {cores}, {how}: {wall:.1f} s wall, {cpu:.1f} s CPU; "
@@ -148,6 +219,18 @@ def main() -> None:
                 )
                 for job_wall, job_cpu, name in costliest_jobs(work, args.jobs):
                     print(f"    {job_wall:6.1f} s wall {job_cpu:6.1f} s CPU  {name}")
+        if args.readme is not None and measured:
+            host = f"{os.cpu_count()} CPUs ({platform.machine()})"
+            block = times_block(
+                [(k, *measured[k]) for k in STUDIES if k in measured],
+                measured.get("all"),
+                host=host,
+                day=datetime.date.today().isoformat(),
+                load=(first_load, _load()),
+            )
+            text = replace_block(args.readme.read_text(), "pipeline times", block)
+            args.readme.write_text(text)
+            print(f"written: the pipeline times of {args.readme}")
 
 
 if __name__ == "__main__":
