@@ -570,9 +570,11 @@ def test_a_linear_part_that_does_not_divide_the_slices_is_not_carried():
 @pytest.mark.parametrize("home_lines", [True, False])
 def test_partitions_that_hold_their_home_lines_make_the_stores_the_l2(home_lines):
     """Where the footprint sweep split by partition read the near partition's capacity as its
-    home lines and the copies alike, the twin's stores are the L2: each between the near size
-    and half the L2 size, the far term the slice map's far penalty, DRAM the miss of a line
-    homed near. Otherwise copies in front of the L2, the far term from the far plateau."""
+    home lines and the copies alike, the twin's stores are the L2: SM 0's partition's inside the
+    near size's bracket (it holds the walking SM's whole footprint), the other's inside half the
+    L2 size's (it holds the footprint's other half), the far term the slice map's far penalty,
+    DRAM the miss of a line homed near. Otherwise copies in front of the L2, the far term from
+    the far plateau."""
     topo = copy.deepcopy(_topology("h200"))
     l2 = topo["elements"]["l2"]
     l2["home_lines_share_capacity"] = _entry(home_lines, "l2_slices", None)
@@ -580,13 +582,19 @@ def test_partitions_that_hold_their_home_lines_make_the_stores_the_l2(home_lines
     l2["far_penalty_cycles"] = _entry(171.0, "l2_slices", "cycles")
     profile = twin_profile(topo, name="t").profile
     block = profile["l2_slices"]
-    near, size = l2["near_size_bytes"]["value"], l2["size_bytes"]["value"]
+    near = l2["near_size_bytes"]["value"]
     store = block["near_copies"]["size_bytes"]
     if home_lines:
         assert block["near_copies"]["home_lines"] is True
         assert block["far_cycles"] == 171
         assert profile["dram"]["latency_cycles"] == 577
-        assert min(near, size / 2) * 0.99 <= store <= max(near, size / 2) * 1.01
+        own = block["sm_partition"][0]
+        lo, hi = l2["near_size_bytes"]["bracket_bytes"]
+        assert lo <= store[own] < hi
+        lo, hi = l2["size_bytes"]["bracket_bytes"]
+        assert lo / 2 <= store[1 - own] < hi / 2
+        ways = block["near_copies"]["ways"]
+        assert len({b // 128 // w for b, w in zip(store, ways, strict=True)}) == 1  # one index
     else:
         assert "home_lines" not in block["near_copies"]
         fast = l2["near_hit_groups"]["value"][0]

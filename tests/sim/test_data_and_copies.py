@@ -131,3 +131,46 @@ def test_stores_that_hold_their_home_lines_are_the_l2_past_them_own_lines_miss_t
     # SM 1 (partition 1) reads line 1 from its own store (near) and line 0, homed in
     # partition 0 and evicted from store 0 by the cycle above, from DRAM and the far trip
     assert gpu.load_sequence("cg", np.array([1, 0]) * 128, sm=1).tolist() == [200, 650]
+
+
+def test_partitions_of_unequal_stores_give_the_near_and_far_steps_their_own_capacities(
+    base_profile, write_profile
+):
+    # the stores of home lines as above, partition 0's of 4 lines (1 set of 4 ways) and
+    # partition 1's of 2: SM 0 holds a footprint of 4 lines near (its whole footprint in its
+    # own store), SM 1 only 2. Then a 6-line cycle from SM 0: store 0 misses every time, but
+    # its 3 lines homed in partition 1 (1, 3, 5) overflow store 1 (2 ways): LRU misses them all
+    # too. A 4-line cycle from SM 1 misses its own store; its 2 lines homed in partition 0
+    # (0, 2) fit store 0 and hit far (250), its own (1, 3) go to DRAM (600).
+    doc = _copies_profile(base_profile)
+    doc["l2_slices"]["near_copies"] = {"size_bytes": [512, 256], "ways": [4, 2], "home_lines": True}
+    profile = load_profile(write_profile(doc))
+    four = np.array([0, 1, 2, 3] * 3) * 128
+    six = np.array([0, 1, 2, 3, 4, 5] * 2) * 128
+    for addresses, sm, want in (
+        (four, 0, [200] * 8),
+        (six, 0, [600, 650] * 3),
+        (four, 1, [250, 600] * 4),
+    ):
+        got = SimGPU(profile, seed=0).load_sequence("cg", addresses, sm=sm).tolist()
+        assert got[-len(want) :] == want
+        reference = MemoryHierarchy(profile, seed=0)
+        assert [reference.load("cg", int(a), sm=sm) for a in addresses][-len(want) :] == want
+
+
+def test_a_store_size_per_partition_must_name_every_partition(base_profile, write_profile):
+    import pytest
+
+    from gpudissect.sim.profile import ProfileError
+
+    doc = _copies_profile(base_profile)
+    doc["l2_slices"]["near_copies"] = {"size_bytes": [512, 256, 256], "ways": 2}
+    with pytest.raises(ProfileError, match=r"near_copies\.size_bytes.*3 entries.*2"):
+        load_profile(write_profile(doc))
+    doc["l2_slices"]["near_copies"] = {
+        "size_bytes": [512, 256],
+        "ways": 2,
+        "index": {"kind": "bits", "bits": [7]},
+    }
+    with pytest.raises(ProfileError, match=r"near_copies.*sets"):
+        load_profile(write_profile(doc))

@@ -21,8 +21,8 @@ def _near_only(profile, footprint_bytes: int) -> bool:
     """Whether every SM reads the footprint from its own partition: an L2 with near stores
     (``l2_slices.near_copies``) each of which holds the whole footprint."""
     sliced = profile.l2_slices
-    store = None if sliced is None else sliced.near_copies_bytes
-    return store is not None and footprint_bytes <= store
+    stores = None if sliced is None else sliced.near_copies_bytes
+    return stores is not None and footprint_bytes <= min(stores)
 
 
 def _levels(profile, caches, *, write: bool, near_only: bool = False):

@@ -15,7 +15,9 @@ Misses and every other cache are unchanged.
 
 With ``near_copies`` (an L2 that copies the lines an SM reads into its own partition, Hopper's)
 each partition holds a copy store of ``near_copies.size_bytes`` (LRU, ``ways`` ways, its own
-set index, contiguous bits by default, the cache's line and sectors) in front of the cache: a
+set index, contiguous bits by default, the cache's line and sectors; a size and ways per
+partition where the two are given as lists: partitions need not be equal) in front of the
+cache: a
 load looks up its SM's partition's store first, and a hit there costs the hit above without
 the far term; a miss there (the store fills the line) that hits the cache costs the far term
 whatever the slice (the line comes from the other partition, or from a home partition that no
@@ -73,8 +75,9 @@ class L2SliceSpec:
     far_cycles: int
     line_bytes: int
     atomic_cycles: int = 4
-    near_copies_bytes: int | None = None  # None: no copies (far by slice, as above)
-    near_copies_ways: int = 16
+    # one store size and ways per partition; None: no copies (far by slice, as above)
+    near_copies_bytes: tuple[int, ...] | None = None
+    near_copies_ways: tuple[int, ...] = (16,)
     near_copies_index: IndexSpec = field(default_factory=IndexSpec)
     near_copies_home_lines: bool = False  # the stores hold their home lines too (docstring)
     data_per_slice: bool = False  # the cache's sets split among the slices (docstring)
@@ -136,18 +139,19 @@ def copy_stores(spec: L2SliceSpec | None, caches) -> list[CacheSpec]:
     if spec is None or spec.near_copies_bytes is None:
         return []
     cache = caches[spec.cache]
-    ways = spec.near_copies_ways
     return [
         CacheSpec(
             name=f"{spec.cache}.near_copies[{p}]",
-            size_bytes=spec.near_copies_bytes,
+            size_bytes=size,
             line_bytes=cache.line_bytes,
-            set_ways=(ways,) * (spec.near_copies_bytes // cache.line_bytes // ways),
+            set_ways=(ways,) * (size // cache.line_bytes // ways),
             index=spec.near_copies_index,
             hit_latency_cycles=0,
             sector_bytes=cache.sector_bytes,
         )
-        for p in range(spec.partitions)
+        for p, (size, ways) in enumerate(
+            zip(spec.near_copies_bytes, spec.near_copies_ways, strict=True)
+        )
     ]
 
 

@@ -365,6 +365,13 @@ class _Checker:
                     )
         return out
 
+    def per_partition(self, value: Any, where: str, partitions: int) -> tuple[int, ...]:
+        """One integer for every partition, or a list of one per partition."""
+        out = tuple(value) if isinstance(value, list) else (value,) * partitions
+        if len(out) != partitions:
+            self.fail(where, f"has {len(out)} entries; give one per partition: {partitions}")
+        return out
+
     def l2_slices(self, d: dict | None, caches: Mapping[str, CacheSpec], sms: int):
         """The ``l2_slices`` block: the slice function and the per-SM and per-slice terms."""
         if d is None:
@@ -388,23 +395,34 @@ class _Checker:
                 )
         copies = d.get("near_copies")
         copies_index = IndexSpec()
+        sizes = ways = None
         if copies is not None:
-            copy_lines = copies["size_bytes"] // line
-            ways = copies.get("ways", 16)
-            if copies["size_bytes"] % line or copy_lines % ways:
+            partitions = max(max(values["slice_partition"]), max(values["sm_partition"])) + 1
+            at = f"{where}.near_copies"
+            sizes = self.per_partition(copies["size_bytes"], f"{at}.size_bytes", partitions)
+            ways = self.per_partition(copies.get("ways", 16), f"{at}.ways", partitions)
+            for size, w in zip(sizes, ways, strict=True):
+                if size % line or size // line % w:
+                    self.fail(
+                        f"{where}.near_copies.size_bytes",
+                        f"{size} must be whole sets of {w} ways of {line}-B lines",
+                    )
+            sets = {size // line // w for size, w in zip(sizes, ways, strict=True)}
+            if copies.get("index") is not None and len(sets) > 1:
                 self.fail(
-                    f"{where}.near_copies.size_bytes",
-                    f"{copies['size_bytes']} must be whole sets of {ways} ways of {line}-B lines",
+                    f"{where}.near_copies",
+                    f"sizes {list(sizes)} with ways {list(ways)} give {sorted(sets)} sets; one "
+                    "index needs one set count: give every partition's store as many sets",
                 )
             copies_index = self.index(
                 copies.get("index"),
                 f"{where}.near_copies.index",
-                sets=copy_lines // ways,
+                sets=min(sets),
                 line_bytes=line,
             )
         return L2SliceSpec(
-            near_copies_bytes=None if copies is None else copies["size_bytes"],
-            near_copies_ways=16 if copies is None else copies.get("ways", 16),
+            near_copies_bytes=sizes,
+            near_copies_ways=ways or (16,),
             near_copies_index=copies_index,
             near_copies_home_lines=False if copies is None else bool(copies.get("home_lines")),
             cache=name,

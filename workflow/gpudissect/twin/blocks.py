@@ -378,11 +378,23 @@ def l2_slices_block(b: TopologyReader, *, sms: int) -> dict[str, Any] | None:
             "l2_slices.slices", "one slice per partition: the run left the slices undetermined"
         )
     near_size = b.value("l2", "near_size_bytes")
-    home_lines = _home_lines(b, near_size)
+    home_lines = _home_lines(b, near_size, own=out["sm_partition"][0])
+    line = int(b.value("l2", "line_bytes") or D.DEFAULT_LINE_BYTES)
     if home_lines is not None:
-        near_size = home_lines["size_bytes"]
-    if near_size:
-        line = int(b.value("l2", "line_bytes") or D.DEFAULT_LINE_BYTES)
+        stores = home_lines["sizes_bytes"]
+        sets = _closest_sets(min(stores) // line)
+        ways = [max(round(size / line / sets), 1) for size in stores]
+        out["near_copies"] = {"size_bytes": [w * sets * line for w in ways], "ways": ways}
+        if sets > 1:
+            out["near_copies"]["index"] = {"kind": "xor", "masks": D.fold_masks(sets, line)}
+        b.assume(
+            "l2_slices.near_copies.ways",
+            f"{' and '.join(map(str, ways))} ways x {sets} sets per partition "
+            f"({', '.join(str(w * sets * line) for w in ways)} B of the derived "
+            f"{', '.join(map(str, stores))}), LRU, an XOR fold of every address bit above the "
+            "line as its index (the stores' sets undetermined; the L2 they are is hashed)",
+        )
+    elif near_size:
         lines = int(near_size) // line
         # a hashed store, as the L2 it copies is hashed (its partitions follow an XOR of
         # address bits): the index an XOR fold of every address bit above the line, over as
@@ -391,10 +403,7 @@ def l2_slices_block(b: TopologyReader, *, sms: int) -> dict[str, Any] | None:
         sets = lines & -lines
         while sets > 1 and lines // sets < 8:
             sets //= 2
-        if lines // sets > 512 and home_lines is not None:
-            # a derived size, not a measured one: the sets whose whole ways come closest
-            sets = _closest_sets(lines)
-        elif lines // sets > 512:
+        if lines // sets > 512:
             sets = 1 << max((lines // 16).bit_length() - 1, 0)
         ways = max(round(lines / sets), 1)
         out["near_copies"] = {"size_bytes": ways * sets * line, "ways": ways}
@@ -411,7 +420,7 @@ def l2_slices_block(b: TopologyReader, *, sms: int) -> dict[str, Any] | None:
             + "; a footprint up to it hits near, beyond it far until the L2 size: the lines an "
             "SM reads are copied into its partition, which holds this much"
         )
-    if home_lines is not None and "near_copies" in out:
+    if home_lines is not None:
         out["near_copies"]["home_lines"] = True
         index = out["near_copies"].get("index")
         if index is not None:
@@ -419,7 +428,7 @@ def l2_slices_block(b: TopologyReader, *, sms: int) -> dict[str, Any] | None:
             # sets, so no parity of the set bits may follow the partition function, over the
             # bits of the largest power of two within the store (a footprint from the store's
             # size up is blocks of that many bytes, each the same spread XOR a constant)
-            limit = int(out["near_copies"]["size_bytes"]).bit_length() - 1
+            limit = min(out["near_copies"]["size_bytes"]).bit_length() - 1
             index["masks"] = balanced_masks(
                 index["masks"], mask, low=line.bit_length() - 1, limit=limit
             )
@@ -458,31 +467,49 @@ def _closest_sets(lines: int) -> int:
     return min(candidates, key=lambda s: (abs(round(lines / s) * s - lines), -s))
 
 
-def _home_lines(b: TopologyReader, near_size: Any) -> dict[str, Any] | None:
+def _home_lines(b: TopologyReader, near_size: Any, *, own: int) -> dict[str, Any] | None:
     """Where the footprint sweep split by partition showed that a partition's capacity holds
     its home lines and the copies alike (`l2.home_lines_share_capacity`): the sim's stores are
-    the L2 (`near_copies.home_lines`). One store holds one SM's whole footprint up to the near
-    size and the other partition's half of it up to half the L2 size, so its size is taken
-    midway between the two readings (each a bracket of the sweep); the far term is the slice
-    map's least-squares far penalty, the trip to the other partition alone. None otherwise."""
+    the L2 (`near_copies.home_lines`), one per partition. The walking SM's store holds its whole
+    footprint up to the near size, the other partition's its half of it up to half the L2
+    size: so the walking SM's partition (``own``, SM 0's, where the simulator's sweep walks)
+    takes the middle of the near size's bracket, the other the middle of the L2 size's bracket
+    halved (each bracket the sweep's last footprint read below the step and its first past it;
+    the reading itself where no bracket is given). The two need not be equal: the H100's are
+    not (results/reference/FINDINGS.md). The far term is the slice map's least-squares far
+    penalty, the trip to the other partition alone. None otherwise."""
     if b.value("l2", "home_lines_share_capacity") is not True or not near_size:
         return None
     penalty, size = b.value("l2", "far_penalty_cycles"), b.value("l2", "size_bytes")
     if penalty is None or not size:
         return None
-    store = (float(near_size) + float(size) / 2) / 2
+    mid_near, mid_size = _middle(b, "near_size_bytes", near_size), _middle(b, "size_bytes", size)
+    sizes = [int(mid_size / 2), int(mid_size / 2)]
+    sizes[own] = int(mid_near)
     return {
-        "size_bytes": int(store),
+        "sizes_bytes": sizes,
         "far_cycles": max(round_int(penalty), 0),
-        "cite": f"derived: (near size + L2 size / 2) / 2 = ({near_size} + {size} / 2) / 2 ("
-        f"{b.cite('l2', 'near_size_bytes')}; {b.cite('l2', 'size_bytes')}); each partition's "
-        "store holds its home lines and the copies alike ("
+        "cite": f"derived: partition {own} (SM 0's, the footprint sweep's) the middle of the near "
+        f"size's bracket, {int(mid_near)} ({b.cite('l2', 'near_size_bytes')}); partition "
+        f"{1 - own} half the middle of the L2 size's, {int(mid_size)} / 2 ("
+        f"{b.cite('l2', 'size_bytes')}): the walking SM's store holds its whole footprint, the "
+        "other its half; each partition's store holds its home lines and the copies alike ("
         + b.cite("l2", "home_lines_share_capacity")
         + ")",
         "far_cite": b.cite("l2", "far_penalty_cycles")
         + " (the trip to the other partition; the far level of the footprint sweep mixes it "
         "with the near partition's misses)",
     }
+
+
+def _middle(b: TopologyReader, quantity: str, value: Any) -> float:
+    """The middle of a sweep reading's bracket (its last footprint below the step and first past
+    it), or the reading where the topology gives no bracket."""
+    entry = (b.elements.get("l2") or {}).get(quantity) or {}
+    bracket = entry.get("bracket_bytes")
+    if isinstance(bracket, list) and len(bracket) == 2:
+        return (float(bracket[0]) + float(bracket[1])) / 2
+    return float(value)
 
 
 def _reduce(vectors: list[int], v: int) -> tuple[list[int], int]:
