@@ -33,7 +33,7 @@ PATH_OF = {"l1d": "ca", "texture": "tex", "readonly": "nc"}
 CACHES = ("l1d", "texture", "readonly", "constant_l1", "constant_l15", "l2")
 # (element, quantity) the profile carries into the simulator: a twin that reads one of them
 # differently points at the analysis; any other measured quantity has no mechanism in the
-# simulator (e.g. the L2's near and far partitions)
+# simulator or was not measured (e.g. the spread of the L2's near hits within a latency group)
 MODELLED = frozenset(
     {(c, q) for c in CACHES for q in ("size_bytes", "line_bytes", "sector_bytes", "sets")}
     | {(c, "fetch_granularity_bytes") for c in CACHES}
@@ -50,6 +50,11 @@ MODELLED = frozenset(
     # the streaming servers of the throughput block (DRAM writes share the reads' server)
     | {(e, f"read_bandwidth_{u}") for e in ("l1d", "l2", "dram") for u in ("gbps", "gibps")}
     | {("l2", f"write_bandwidth_{u}") for u in ("gbps", "gibps")}
+    # the partitions, slices and near stores of the l2_slices block (twin/blocks.py: carried
+    # where the run measured two partitions, their function and each SM's)
+    | {("l2", q) for q in ("partitions", "partition_function", "slices", "near_size_bytes")}
+    | {("l2", q) for q in ("slice_function", "slice_linear_masks", "home_lines_share_capacity")}
+    | {("l2", q) for q in ("near_hit_groups", "near_hit_slow_share", "far_penalty_cycles")}
 )
 
 
