@@ -171,8 +171,6 @@ def _check(name, elements):
 
 # what the pipeline does not yet give back, and why: strict, so that a fix shows
 KNOWN_GAPS = {
-    "a100_twin": "the L2 TLB's coalescing: config/gpu.yaml's tlb_mappings series stop short of "
-    "the A100 L2 TLB's contiguous and scattered reach",
     "b200_twin": "the L2 TLB: without near copies the data latencies are bimodal (near and far "
     "L2 hits), and tlbs and tlb_mappings take one data level, so the L2-TLB misses between "
     "them are read as data",

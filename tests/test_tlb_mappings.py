@@ -435,3 +435,23 @@ def test_contiguous_walks_are_extended_to_a_coalescing_levels_reach():
     assert _value(doc, "l2_tlb", "coalesced_pages") == 8
     assert _value(doc, "l2_tlb", "reach_contiguous_bytes") == 2048 * MIB
     assert _value(doc, "l2_tlb", "reach_scattered_bytes") == 256 * MIB
+
+
+def test_an_extended_contiguous_walk_records_one_traversal_past_three():
+    # the same profile and series, with records for three traversals of 682 elements only
+    # (2048 // 3): the L2 TLB's contiguous reach (1024 pages) lies past them, so the doubling
+    # goes on with walks that record what the records hold, at least one whole traversal, up
+    # to 2047 elements (the 16 MiB series maps 2048 pages)
+    section = _section(200, 192, max_record_steps=2048)
+    section["series"].append(
+        {"layout": "contiguous", "stride_bytes": 16 * MIB, "max_array_bytes": 256 * 16 * MIB}
+    )
+    assert e.extended_cap(e.parse_params(section, "experiments.tlb_mappings")) == 2047
+    data, doc = _run("unseen_tlb_modern.yaml", section)
+    walks = data[(data["layout"] == "contiguous") & (data["stride_bytes"] == CHUNK)]
+    steps = walks.groupby("elements").size()
+    assert 1024 < steps.index.max() <= 2047
+    past = steps[3 * steps.index + 1 > 2048]
+    assert len(past) and (past == 2048).all() and (past.index < 2048).all()
+    assert _value(doc, "l2_tlb", "coalesced_pages") == 8
+    assert _value(doc, "l2_tlb", "reach_contiguous_bytes") == 1024 * CHUNK

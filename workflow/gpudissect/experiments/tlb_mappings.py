@@ -269,7 +269,10 @@ class _Walker:
 
     def walk(self, series: Series, layout: PhysicalLayout, m: int) -> None:
         seq = np.arange(m, dtype=np.int64) * (series.stride_bytes // ELEMENT_BYTES)
-        record = self.sweep.traversals * m + 1  # the first record also times the start
+        # the first record also times the start; a walk longer than `traversals` traversals of
+        # the records (one `_reach_levels` extends) records what they hold, at least one whole
+        # traversal (`extended_cap`)
+        record = self.sweep.traversals * m + 1
         record = max(64, min(record, self.sweep.max_record_steps))
         chase = sequence_work(
             self.sweep.path, seq, warmup_steps=m, record_steps=record, element_bytes=ELEMENT_BYTES
@@ -360,12 +363,22 @@ def _onsets(walker: _Walker, layout: str, stride_bytes: int) -> int:
     return len(series_brackets(walker.walks(layout, stride_bytes), walker.levels()))
 
 
+def extended_cap(sweep: MappingSweep) -> int:
+    """The longest walk `_reach_levels` extends a contiguous series to by the records: one
+    recorded traversal after the record that times the start."""
+    return sweep.max_record_steps - 1
+
+
 def _reach_levels(walker: _Walker, sweep: MappingSweep, layout: PhysicalLayout) -> None:
     """Contiguous series that show fewer onsets than the scattered series at their stride (a
     coalescing level whose contiguous reach lies past the series' end): doubled until they show
-    as many, or until the longest walk the records hold (`max_record_steps` / `traversals`)
-    or the mapped contiguous range ends them. What they measured decides; the memory bounds."""
-    cap = sweep.max_record_steps // sweep.traversals
+    as many, or until the longest walk the records hold or the mapped contiguous range ends
+    them. What they measured decides; the memory bounds. An extended walk records `traversals`
+    traversals where they fit, else what `max_record_steps` holds, at least one whole traversal
+    (`_Walker.walk`): a coalescing level's contiguous reach is its scattered reach times
+    the factor, past what three traversals of the records hold (an A100-like L2 TLB: 4096
+    entries x 4 chunks of 2 MiB, 16384 elements at one chunk's stride)."""
+    cap = extended_cap(sweep)
     strides = {s.stride_bytes for s in sweep.series if s.layout == "scattered"}
     for series in [s for s in sweep.series if s.layout == "contiguous"]:
         stride = series.stride_bytes

@@ -304,6 +304,8 @@ def _why_they_end(mine: list[SeriesReading], params: dict[str, Any]) -> str:
     mapped = max(s.span_bytes for s in mine)
 
     def end(s: SeriesReading) -> str:
+        if s.max_elements >= int(steps) - 1:  # a contiguous series extended to one traversal
+            return f"the records hold no traversal of a longer walk ({steps} records)"
         if s.max_elements >= cap:
             return f"the records hold no longer walk ({steps} / {traversals} traversals)"
         if s.span_bytes >= mapped:
