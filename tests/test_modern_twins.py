@@ -11,8 +11,12 @@ hit latencies (from SM 0, within the spread of its slices' terms), slice count a
 function; every TLB level's entries, unit (the page times the pages an entry coalesces), its
 coalescing and miss penalty; the shared-memory banks.
 
-One pipeline run of the three twins (--cores 1): 662 s and 703 s (two runs) on a 2-core machine
-shared with other work; the A100's tlbs walks take about 4.5 minutes of it.
+One pipeline run of the three twins (--cores 1): 662 s, 703 s and 685 s (three runs) on a 2-core
+machine shared with other work; the A100's tlbs walks take about 4.5 minutes of it.
+
+The round trip: the twin `gpudissect twin` makes of each topology goes through the same
+experiment set, and every quantity the twin carries (`twin.MODELLED`) must come back as the
+topology it was made from reads it; a second pipeline run of about the same time.
 """
 
 import json
@@ -26,6 +30,8 @@ import pytest
 import yaml
 
 from gpudissect.sim.profile import load_profile
+from gpudissect.twin import MODELLED, twin_profile, write_twin
+from gpudissect.twin.agreement import compare_topologies
 
 REPO = Path(__file__).resolve().parents[1]
 # twelve minutes on two cores: `make test-modern`, not part of `make test` (pyproject.toml)
@@ -38,18 +44,12 @@ NOISE_CYCLES = 2.0  # the twins' jitter (1 cycle) around a median
 SLICE_SPAN_BYTES = 2 << 20  # l2_slices walks lines of one 2 MiB page: bits 7-20 (config/README.md)
 
 
-@pytest.fixture(scope="module")
-def topologies(tmp_path_factory):
-    work = tmp_path_factory.mktemp("modern")
-    ignore = shutil.ignore_patterns("__pycache__", "*.pyc")
-    for item in ("workflow", "config", "envs", "profiles"):
-        shutil.copytree(REPO / item, work / item, ignore=ignore)
-    shutil.copy(REPO / "Snakefile", work / "Snakefile")
+def _snakemake(work, config, names):
     bin_dir = str(Path(sys.executable).parent)
-    targets = [f"results/topology/{name}.json" for name in TWINS]
+    targets = [f"results/topology/{name}.json" for name in names]
     proc = subprocess.run(
         [sys.executable, "-m", "snakemake", *targets, "--cores", "1"]
-        + ["--configfile", "config/gpu.yaml", "config/modern.yaml"],
+        + ["--configfile", "config/gpu.yaml", config],
         cwd=work,
         capture_output=True,
         text=True,
@@ -63,9 +63,23 @@ def topologies(tmp_path_factory):
     )
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     return {
-        name: json.loads((work / f"results/topology/{name}.json").read_text())["elements"]
-        for name in TWINS
+        name: json.loads((work / f"results/topology/{name}.json").read_text()) for name in names
     }
+
+
+@pytest.fixture(scope="module")
+def modern_run(tmp_path_factory):
+    work = tmp_path_factory.mktemp("modern")
+    ignore = shutil.ignore_patterns("__pycache__", "*.pyc")
+    for item in ("workflow", "config", "envs", "profiles"):
+        shutil.copytree(REPO / item, work / item, ignore=ignore)
+    shutil.copy(REPO / "Snakefile", work / "Snakefile")
+    return work, _snakemake(work, "config/modern.yaml", TWINS)
+
+
+@pytest.fixture(scope="module")
+def topologies(modern_run):
+    return {name: doc["elements"] for name, doc in modern_run[1].items()}
 
 
 def _value(elements, element, quantity):
@@ -189,3 +203,43 @@ KNOWN_GAPS = {
 def test_the_topology_gives_back_what_the_twin_profile_holds(topologies, name):
     wrong = _check(name, topologies[name])
     assert not wrong, "\n".join(wrong)
+
+
+@pytest.fixture(scope="module")
+def round_trip(modern_run):
+    """The twin of each twin's topology (`gpudissect twin`), through the same experiment set:
+    each twin's agreement document against the topology it was made from."""
+    work, originals = modern_run
+    config = yaml.safe_load((work / "config/modern.yaml").read_text())
+    for entry in config["devices"]:
+        twin = twin_profile(
+            originals[entry["name"]],
+            name=f"{entry['name']}_rt",
+            base=str(work / "results/topology"),
+        )
+        profile = f"twins/{entry['name']}_rt.yaml"
+        write_twin(twin, work / profile, topology_path="t", command="test")
+        entry["name"], entry["profile"] = f"{entry['name']}_rt", profile
+    (work / "twins.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
+    twins = _snakemake(work, "twins.yaml", [f"{name}_rt" for name in TWINS])
+    return {name: compare_topologies(originals[name], twins[f"{name}_rt"]) for name in TWINS}
+
+
+@pytest.mark.parametrize("name", sorted(TWINS))
+def test_the_twin_of_a_modern_twin_gives_back_every_quantity_it_carries(round_trip, name):
+    doc = round_trip[name]
+    differ = [
+        f"{r['element']}.{r['quantity']}: {r['gpu']!r} -> {r['twin']!r} ({r.get('why')})"
+        for r in doc["rows"]
+        if r["status"] == "differ" and (r["element"], r["quantity"]) in MODELLED
+    ]
+    assert not differ, "\n".join(differ)
+    agree = {(r["element"], r["quantity"]) for r in doc["rows"] if r["status"] == "agree"}
+    assert {
+        ("l1d", "sets"),
+        ("l1d", "ways_per_set"),
+        ("l2", "size_bytes"),
+        ("l2", "slices"),
+        ("l1_tlb", "entries"),
+        ("shared", "banks"),
+    } <= agree

@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 
 from ..contract.backend import Backend, ChaseResult, ChaseWork
-from ..contract.facts import DeviceFacts, facts_from_profile
+from ..contract.facts import DeviceFacts, driver_names, facts_from_profile
 from ..contract.profile import profiled_call
 from .seeding import point_seed
 
@@ -39,6 +39,9 @@ class SimBackend(Backend):
             "seed": self.seed,
             "sm_clock_mhz": p.clocks.sm_mhz,
             "memory_clock_mhz": p.clocks.memory_mhz,
+            # what its driver would report, by the topology's names (topology/driver.py): a
+            # topology, and a twin made from it, carry them as a GPU's carry its driver's
+            "facts": driver_names(self.facts()),
         }
 
     def facts(self) -> DeviceFacts:

@@ -60,6 +60,23 @@ def facts_from_profile(profile: Any) -> DeviceFacts:
     )
 
 
+def driver_names(facts: DeviceFacts) -> dict[str, Any]:
+    """`facts` by the names a topology document's `driver` block gives them (those of a CUDA
+    trace's attributes, topology/driver.py), without the ones the facts leave None."""
+    khz = {"sm_clock_khz": facts.sm_clock_mhz, "memory_clock_khz": facts.memory_clock_mhz}
+    out = {
+        "sm_count": facts.sm_count,
+        "l2_cache_size_bytes": facts.l2_bytes,
+        "shared_memory_per_sm_bytes": facts.shared_per_sm_bytes,
+        "shared_memory_per_block_optin_bytes": facts.shared_per_block_optin_bytes,
+        "max_threads_per_sm": facts.max_threads_per_sm,
+        **{k: None if v is None else int(round(1000 * v)) for k, v in khz.items()},
+        "total_constant_memory_bytes": facts.const_memory_bytes,
+        "total_memory_bytes": facts.total_memory_bytes,
+    }
+    return {k: v for k, v in out.items() if v is not None}
+
+
 def facts_from_attributes(
     *,
     name: str,
