@@ -183,6 +183,14 @@ def _check(name, elements):
     return wrong
 
 
+def _twins(gaps):
+    """The twins' names, each in `gaps` a strict expected failure with its reason."""
+    return [
+        pytest.param(n, marks=pytest.mark.xfail(strict=True, reason=gaps[n])) if n in gaps else n
+        for n in sorted(TWINS)
+    ]
+
+
 # what the pipeline does not yet give back, and why: strict, so that a fix shows
 KNOWN_GAPS = {
     "b200_twin": "the L2 TLB: without near copies the data latencies are bimodal (near and far "
@@ -191,15 +199,7 @@ KNOWN_GAPS = {
 }
 
 
-@pytest.mark.parametrize(
-    "name",
-    [
-        pytest.param(n, marks=pytest.mark.xfail(strict=True, reason=KNOWN_GAPS[n]))
-        if n in KNOWN_GAPS
-        else n
-        for n in sorted(TWINS)
-    ],
-)
+@pytest.mark.parametrize("name", _twins(KNOWN_GAPS))
 def test_the_topology_gives_back_what_the_twin_profile_holds(topologies, name):
     wrong = _check(name, topologies[name])
     assert not wrong, "\n".join(wrong)
@@ -238,15 +238,7 @@ ROUND_TRIP_GAPS = {
 }
 
 
-@pytest.mark.parametrize(
-    "name",
-    [
-        pytest.param(n, marks=pytest.mark.xfail(strict=True, reason=ROUND_TRIP_GAPS[n]))
-        if n in ROUND_TRIP_GAPS
-        else n
-        for n in sorted(TWINS)
-    ],
-)
+@pytest.mark.parametrize("name", _twins(ROUND_TRIP_GAPS))
 def test_the_twin_of_a_modern_twin_gives_back_every_quantity_it_carries(round_trip, name):
     doc = round_trip[name]
     differ = [
