@@ -9,6 +9,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
+import yaml
 
 from gpudissect.analysis.tlb import tlb, tlb_document, tlb_sets
 from gpudissect.backends.sim import SimBackend
@@ -595,3 +596,22 @@ def test_an_l2_tlb_unit_four_times_the_l1_unit_is_read_from_its_own_misses():
     assert _v(doc, "l2_tlb", "ways_per_set") == [16] * 8
     assert _v(doc, "l1_tlb", "miss_penalty_cycles") == pytest.approx(20, rel=0.03)
     assert _v(doc, "l2_tlb", "miss_penalty_cycles") == pytest.approx(60, rel=0.03)
+
+
+def test_a_coalescing_l2_tlbs_misses_on_a_cold_walk_are_not_read_as_a_window(tmp_path):
+    """tests/data/unseen_tlb.yaml without its window and with an L2 TLB whose entries coalesce
+    4 pages: a cold walk over fresh pages misses that TLB once per 256 KiB, a recurring level
+    at the spacing a page-table window would give; the window stays undetermined and says
+    why, while the unit and penalty are read."""
+    raw = yaml.safe_load((REPO / "tests/data/unseen_tlb.yaml").read_text())
+    raw["name"] = "coalescing_tlb"
+    del raw["tlbs"]["page_table_window_bytes"], raw["tlbs"]["window_switch_penalty_cycles"]
+    raw["tlbs"]["levels"][1]["coalesce_pages"] = 4
+    profile = tmp_path / "coalescing_tlb.yaml"
+    profile.write_text(yaml.safe_dump(raw))
+    doc = _run(str(profile), twin=False)
+    assert _v(doc, "l2_tlb", "page_bytes") == 4 * 65536
+    assert _v(doc, "l2_tlb", "miss_penalty_cycles") == pytest.approx(70, rel=0.03)
+    window = doc["page_table"]["page_table_window_bytes"]
+    assert window["value"] is None
+    assert "L2 TLB's miss on entering each of its 262144-byte units" in window["undetermined"]

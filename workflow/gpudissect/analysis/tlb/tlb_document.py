@@ -74,6 +74,7 @@ def analyse(
         extra = {"levels": {}, "pages": []}
     else:
         l1, l2, extra = _threshold_levels(data, reach)
+    window_doc = _unit_not_window(window_doc, data, {"L1 TLB": l1, "L2 TLB": l2})
     return (
         doc
         | {
@@ -315,6 +316,32 @@ def _window_doc(data: pd.DataFrame, reach: Reach | None) -> dict[str, Any]:
             evidence=win.evidence,
         ),
     }
+
+
+def _unit_not_window(
+    window_doc: dict[str, Any], data: pd.DataFrame, levels: dict[str, dict[str, Any]]
+) -> dict[str, Any]:
+    """The window reading, undetermined where its spacing is the unit of a TLB level larger
+    than the cold walk's stride: a walk over fresh pages enters a new unit of that level every
+    unit and misses it there (an L2 TLB whose entries coalesce pages), a recurring level the
+    same as a window switch would give; the two cannot be told apart."""
+    window = (window_doc.get("page_table_window_bytes") or {}).get("value")
+    walk = data.loc[data["stage"] == "window", "stride_bytes"]
+    if window is None or walk.empty:
+        return window_doc
+    stride = int(walk.iloc[0])
+    for name, level in levels.items():
+        unit = (level.get("page_bytes") or {}).get("value")
+        if unit is not None and int(unit) == int(window) and int(unit) > stride:
+            penalty = window_doc["window_switch_penalty_cycles"]["value"]
+            why = (
+                f"the cold walk's level every {int(window)} bytes (+{penalty:g} cycles) is the "
+                f"{name}'s miss on entering each of its {int(unit)}-byte units (the walk steps "
+                f"{stride} bytes), which a page-table window of that size would also give: not "
+                "told apart"
+            )
+            return {key: undetermined(why) for key in window_doc}
+    return window_doc
 
 
 def _onset_rows(h: tlb_shift.HiddenLevel | None) -> list[dict[str, Any]]:
