@@ -60,7 +60,8 @@ test-suite: $(VENV)/.slurm
 gpu-test: $(VENV)/.installed
 	$(BIN)/python -m pytest -q -m gpu
 
-# the A100, L40S and B200 twins of config/modern.yaml through config/gpu.yaml (about 12 minutes)
+# the A100, L40S and B200 twins of config/modern.yaml through config/gpu.yaml and their own twins
+# through it again (about 17 minutes)
 test-modern: $(VENV)/.installed
 	$(BIN)/python -m pytest -q -m modern tests/test_modern_twins.py
 

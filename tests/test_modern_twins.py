@@ -34,7 +34,8 @@ from gpudissect.twin import MODELLED, twin_profile, write_twin
 from gpudissect.twin.agreement import compare_topologies
 
 REPO = Path(__file__).resolve().parents[1]
-# twelve minutes on two cores: `make test-modern`, not part of `make test` (pyproject.toml)
+# about 17 minutes on two cores with the round trip: `make test-modern`, not part of `make test`
+# (pyproject.toml)
 pytestmark = [pytest.mark.slow, pytest.mark.modern]
 CONFIG = yaml.safe_load((REPO / "config/modern.yaml").read_text())
 TWINS = {d["name"]: d["profile"] for d in CONFIG["devices"]}
@@ -225,16 +226,13 @@ def round_trip(modern_run):
     return {name: compare_topologies(originals[name], twins[f"{name}_rt"]) for name in TWINS}
 
 
-# where the twin of a modern twin's topology does not give it back yet (first run, 313a0b8):
-# strict, so that a fix shows
+# where the twin of a modern twin's topology does not give it back yet: strict, so that a fix
+# shows
 ROUND_TRIP_GAPS = {
-    "a100_twin": "the twin's L2 slices and TLBs: a slice function of kind table (80 slices) comes "
-    "back as 2 slices under one XOR mask; the L2 TLB's 8 MiB coalesced unit as 2 MiB with twice "
-    "the penalty (180 cycles against 90) and its entries undetermined",
-    "b200_twin": "the twin's L1 TLB unit (16 MiB read back as 128 MiB), its L2 slices (64 come "
-    "back as 2 under one mask) and its L1 miss latency (409 cycles read back as 526)",
-    "l40s_twin": "the twin's L2 slices (a table of 48 undetermined on the twin) and L2 TLB "
-    "(entries, unit, sets and window undetermined; penalty 355 cycles against 110)",
+    "l40s_twin": "the twin's L2 TLB sets: the first pass reads 33 unequal sets (the profile's 32 "
+    "of 16 ways) from pages-stage miss counts that single slow accesses move by one, and the "
+    "twin that carries them reads 2 entries of 528 MiB in tlb_mappings (512 of 16 MiB) and "
+    "leaves its sets undetermined",
 }
 
 

@@ -567,6 +567,92 @@ def test_a_linear_part_that_does_not_divide_the_slices_is_not_carried():
     assert "within a partition" in block["cite"]["index"]
 
 
+def _without_near_groups(gpu):
+    """The reference topology with its near hits in one group (as an A100's or a B200's)."""
+    topo = copy.deepcopy(_topology(gpu))
+    for key in ("near_hit_groups", "near_hit_slow_share"):
+        topo["elements"]["l2"][key] = {"value": None, "why": "one group"}
+    return topo
+
+
+def test_measured_slices_without_latency_groups_keep_their_count_and_function():
+    """An L2 whose near hits are one group (no slow slices) still has the slices the run
+    counted: the twin's table holds that many, each with as many lines, its partition the
+    measured XOR and the function's measured linear part constant on each slice's lines; no
+    slice adds cycles."""
+    topo = _without_near_groups("h100")
+    l2 = topo["elements"]["l2"]
+    mask = sum(1 << b for b in l2["partition_function"]["value"])
+    masks = [int(m, 16) for m in l2["slice_linear_masks"]["value"]]
+    block = twin_profile(topo, name="t").profile["l2_slices"]
+    assert block["slices"] == l2["slices"]["value"] == len(block["slice_partition"])
+    assert block["index"]["kind"] == "table" and not any(block.get("slice_cycles") or ())
+    table, line = block["index"]["sets_of_lines"], l2["line_bytes"]["value"]
+    counts = np.bincount(table, minlength=block["slices"])
+    assert max(counts) - min(counts) <= 1 and min(counts) > 0
+    for i, k in enumerate(table):
+        assert block["slice_partition"][k] == _parity(i * line & mask)
+    lines_of = {}
+    for i, k in enumerate(table):
+        lines_of.setdefault(k, []).append(i * line)
+    carried = [m for m in masks if m.bit_length() <= block["index"]["period_bytes"].bit_length()]
+    for addresses in lines_of.values():
+        for m in carried:
+            assert len({_parity(a & m) for a in addresses}) == 1
+
+
+def test_a_linear_slice_function_becomes_an_xor_index_with_each_slices_partition():
+    """A slice function the run read as linear (one mask per slice bit) is the twin's XOR
+    index; a slice's partition is the parity of the slice bits whose masks XOR to the partition
+    function's mask."""
+    topo = _without_near_groups("h100")
+    l2 = topo["elements"]["l2"]
+    mask = sum(1 << b for b in l2["partition_function"]["value"])
+    masks = [mask ^ 1 << 21, 1 << 21, 1 << 22, 1 << 23]
+    l2["slices"]["value"] = 16
+    l2["slice_function"] = {"value": {"kind": "xor", "masks": [hex(m) for m in masks]}}
+    block = twin_profile(topo, name="t").profile["l2_slices"]
+    assert block["index"] == {"kind": "xor", "masks": masks}
+    for address in range(0, 1 << 24, 4099 * 128):
+        slice_ = sum(_parity(address & m) << k for k, m in enumerate(masks))
+        assert block["slice_partition"][slice_] == _parity(address & mask)
+
+
+def test_one_partition_with_counted_slices_is_a_block_of_those_slices():
+    """With one partition (an Ada GPU) the twin still carries the counted slices and their
+    function, every SM and slice in the one partition, no far term."""
+    topo = _without_near_groups("h100")
+    l2 = topo["elements"]["l2"]
+    l2["partitions"]["value"], l2["slices"]["value"] = 1, 48
+    l2["slice_linear_masks"]["value"] = ["0x4880"]
+    l2["slice_function"] = {"value": {"kind": "table", "period_bytes": 65536}}
+    profile = twin_profile(topo, name="t").profile
+    block = profile["l2_slices"]
+    assert block["slices"] == 48 and block["far_cycles"] == 0
+    assert set(block["slice_partition"]) == {0} and set(block["sm_partition"]) == {0}
+    assert len(block["sm_partition"]) == profile["sms"]
+    table = block["index"]["sets_of_lines"]
+    assert len(table) == 65536 // l2["line_bytes"]["value"]
+    counts = np.bincount(table, minlength=48)
+    assert max(counts) - min(counts) <= 1
+
+
+def test_a_coalescing_tlb_level_is_the_page_times_the_pages_an_entry_covers():
+    """The topology's TLB page is the unit one entry covers; a level that coalesces k pages is
+    the sim's page of unit / k with coalesce_pages k, so the twin's entry covers the same."""
+    topo = copy.deepcopy(_topology("h100"))
+    l2_tlb = topo["elements"]["l2_tlb"]
+    unit = l2_tlb["page_bytes"]["value"]
+    l2_tlb["coalesced_pages"]["value"] = 16
+    level = next(
+        lv
+        for lv in twin_profile(topo, name="t").profile["tlbs"]["levels"]
+        if lv["name"] == "l2_tlb"
+    )
+    assert (level["page_bytes"], level["coalesce_pages"]) == (unit // 16, 16)
+    assert "derived" in level["cite"]["page_bytes"]
+
+
 @pytest.mark.parametrize("home_lines", [True, False])
 def test_partitions_that_hold_their_home_lines_make_the_stores_the_l2(home_lines):
     """Where the footprint sweep split by partition read the near partition's capacity as its
@@ -661,3 +747,23 @@ def test_the_h100s_l1_misses_above_its_fast_near_hits_give_the_l2_their_latencie
     own = {path: round(m) for path, m in misses.items() if abs(m - fast) > 0.03 * fast}
     assert own, (misses, fast)  # the reference has such a path (GPU-77875a8f: ca 299 over 283)
     assert {k: v for k, v in paths.items() if k in misses} == own
+
+
+def test_an_l1_miss_between_near_and_far_hits_is_the_partitions_mix_without_near_copies():
+    """Where the L2's partitions keep no near copies (a B200's two dies), an L1-sized walk
+    reads half of its lines far: its miss median between the near and the far hit is that mix,
+    which the twin's partitions give, so the path gets no L2 latency of its own; one beyond the
+    far hit still does."""
+    topo = _without_near_groups("h200")
+    l2 = topo["elements"]["l2"]
+    for key in ("near_size_bytes", "home_lines_share_capacity"):
+        l2[key] = {"value": None, "why": "no near copies"}
+    near, far = l2["hit_latency_cycles"]["value"], l2["far_hit_latency_cycles"]["value"]
+    topo["elements"]["l1d"]["miss_latency_cycles"] = _entry(far - 8, "caches", "cycles")
+    topo["elements"]["readonly"]["miss_latency_cycles"] = _entry(far + 60, "caches", "cycles")
+    profile = twin_profile(topo, name="t").profile
+    assert "near_copies" not in profile["l2_slices"]
+    assert profile["l2_slices"]["far_cycles"] == round(far - near)
+    paths = profile["caches"]["l2"].get("path_latency_cycles", {})
+    assert "ca" not in paths and paths.get("nc") == round(far + 60)
+    assert "the mix of near and far lines" in profile["caches"]["l2"]["cite"]["hit_latency_cycles"]

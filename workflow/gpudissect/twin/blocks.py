@@ -73,9 +73,21 @@ def tlbs_block(b: TopologyReader) -> dict[str, Any] | None:
             else b.assume(f"tlbs.{name}.miss_penalty_cycles", "0: no penalty measured")
         )
         coalesce = b.value(name, "coalesced_pages")
-        if coalesce and int(coalesce) > 1 and not int(coalesce) & (int(coalesce) - 1):
+        if (
+            coalesce
+            and int(coalesce) > 1
+            and not int(coalesce) & (int(coalesce) - 1)
+            and page % int(coalesce) == 0
+        ):
+            # the measured page is the unit one entry covers: the sim's page times the pages
+            # an entry coalesces
             level["coalesce_pages"] = int(coalesce)
+            level["page_bytes"] = page // int(coalesce)
             cite["coalesce_pages"] = b.cite(name, "coalesced_pages")
+            cite["page_bytes"] = (
+                f"derived: the unit one entry covers / the pages it coalesces = {page} / "
+                f"{int(coalesce)} ({cite['page_bytes']}; {cite['coalesce_pages']})"
+            )
         elif coalesce:
             cite["coalesce_pages"] = b.cite(name, "coalesced_pages") + " (no coalescing)"
         level["cite"] = cite
@@ -248,28 +260,13 @@ def _near_groups(b, out, cite, mask, far) -> dict[str, Any] | None:
     period = 1 << max(mask.bit_length(), line.bit_length(), *(m.bit_length() for m in extra))
     groups = 1 << len(extra)
     slow_per = min(max(round(share * per), 1), per - 1)
-    rng = D.seeded_rng()
     slice_cycles = [
         round_int(slow - fast) if k % per >= per - slow_per else 0 for k in range(2 * per)
     ]
-    lines = period // line
-    parity = [bin((i * line) & mask).count("1") & 1 for i in range(lines)]
-    group = [
-        sum((bin((i * line) & m).count("1") & 1) << k for k, m in enumerate(extra))
-        for i in range(lines)
-    ]
-    # each slice of a partition holds as many of its lines as the others (within one), in a
-    # seeded order: the share of lines in slow slices is the share of slow slices. Where the run
-    # measured a linear part of the slice function beyond the partition, its parities pick a
-    # group of per / groups slices (slice r * groups + j of the partition for group j: the slow
-    # slices, the partition's last, fall in every group), the seeded order a slice within it
-    table = [0] * lines
-    for p in (0, 1):
-        for j in range(groups):
-            mine = [i for i in range(lines) if parity[i] == p and group[i] == j]
-            order = rng.permutation(np.resize(np.arange(per // groups), len(mine)))
-            for i, r in zip(mine, order, strict=True):
-                table[i] = p * per + int(r) * groups + j
+    # each slice of a partition holds as many of its lines as the others: the share of lines
+    # in slow slices is the share of slow slices (the slow slices, the partition's last, fall
+    # in every group of the measured linear part)
+    table = _balanced_table(period // line, line, mask, extra, per)
     cite["slices"] = (
         (
             b.cite("l2", "slices")
@@ -327,11 +324,139 @@ def _near_groups(b, out, cite, mask, far) -> dict[str, Any] | None:
     }
 
 
+def _slice_index(b: TopologyReader, mask: int, slices: int, line: int):
+    """The measured slice function of `slices` slices as the sim's index (two partitions, half
+    of the slices in each, where `mask`, the partition function's, is not 0; else one): an XOR
+    index of its masks where the run read it linear and the partition mask is a combination of
+    them, else a table over one period of it (the partition, the function's measured linear
+    part and, within those, a seeded choice that gives each slice as many lines: a function
+    the run left undetermined or not linear has only its linear part, if any, carried); with
+    each slice's partition and the citation. None where the table would exceed
+    MAX_TABLE_LINES."""
+    function = b.value("l2", "slice_function") or {}
+    kind = function.get("kind")
+    masks = [int(m, 16) if isinstance(m, str) else int(m) for m in function.get("masks") or []]
+    per = slices // 2 if mask else slices
+    if kind == "xor" and len(masks) <= 12 and 1 << len(masks) == slices:
+        picks = [c for c in range(1 << len(masks)) if _combined(masks, c) == mask]
+        if picks:
+            partition = [bin(k & picks[0]).count("1") & 1 for k in range(slices)]
+            cite = b.cite("l2", "slice_function") + (
+                f": slice bit k = the parity of the address under mask k; its partition the "
+                f"parity of the slice bits {picks[0]:#x} (their masks XOR to the partition "
+                f"function's {mask:#x})"
+            )
+            return {"kind": "xor", "masks": masks}, partition, cite
+    extra = _slice_group_masks(b, mask, per, line) if mask else _group_masks(b, per, line)
+    period = 1 << max(mask.bit_length(), line.bit_length(), *(m.bit_length() for m in extra))
+    period = max(period, int(function.get("period_bytes") or 0))
+    if period // line > MAX_TABLE_LINES:
+        return None
+    table = _balanced_table(period // line, line, mask, extra, per)
+    cite = (
+        (b.cite("l2", "slice_function") if function else "the slice function undetermined")
+        + f"; a table over {period} B: the partition (mask {mask:#x}), "
+        + (
+            "the parities of " + ", ".join(f"{m:#x}" for m in extra) + " for a group of "
+            f"{per >> len(extra)} slices, "
+            if extra
+            else ""
+        )
+        + b.assume(
+            "l2_slices.index.slice_of_line",
+            "which slice of its group a line is in: a seeded pseudo-random choice giving each "
+            "slice as many lines (the run measured the slice count and the function's linear "
+            "part, not the rest of it)",
+        )
+    )
+    index = {"kind": "table", "period_bytes": period, "sets_of_lines": table}
+    return index, [k // per for k in range(slices)], cite
+
+
+def _combined(masks: list[int], pick: int) -> int:
+    """The XOR of the masks whose bit is set in `pick`."""
+    out = 0
+    for k, m in enumerate(masks):
+        if pick >> k & 1:
+            out ^= m
+    return out
+
+
+def _group_masks(b: TopologyReader, per: int, line: int) -> list[int]:
+    """The slice function's measured linear masks, independent, as many as leave every group a
+    whole number of the `per` slices (one partition: no partition mask to start from)."""
+    measured = b.value("l2", "slice_linear_masks") or []
+    chosen: list[int] = []
+    for m in (int(x, 16) if isinstance(x, str) else int(x) for x in measured):
+        if _reduce(chosen, m)[1]:
+            if per % (1 << (len(chosen) + 1)) or (1 << m.bit_length()) // line > MAX_TABLE_LINES:
+                break
+            chosen.append(m)
+    return chosen
+
+
+def _balanced_table(lines: int, line: int, mask: int, extra: list[int], per: int) -> list[int]:
+    """The slice of each line of one period: its partition the parity under `mask`, its group
+    the parities under `extra`, within those a seeded order that gives each of the group's
+    slices as many lines (within one). Slice r * groups + j of partition p (its slices p * per
+    up to (p + 1) * per - 1) is in group j."""
+    groups = 1 << len(extra)
+    rng = D.seeded_rng()
+    parity = [bin((i * line) & mask).count("1") & 1 for i in range(lines)]
+    group = [
+        sum((bin((i * line) & m).count("1") & 1) << k for k, m in enumerate(extra))
+        for i in range(lines)
+    ]
+    table = [0] * lines
+    for p in (0, 1) if mask else (0,):
+        for j in range(groups):
+            mine = [i for i in range(lines) if parity[i] == p and group[i] == j]
+            order = rng.permutation(np.resize(np.arange(per // groups), len(mine)))
+            for i, r in zip(mine, order, strict=True):
+                table[i] = p * per + int(r) * groups + j
+    return table
+
+
+def _one_partition(b: TopologyReader, sms: int) -> dict[str, Any] | None:
+    """The L2's slices where the run measured one partition, the slice count and the slice
+    function (the sim's `l2_slices` block with every SM and slice in partition 0 and no
+    latency terms), else None."""
+    slices = b.value("l2", "slices")
+    line = int(b.value("l2", "line_bytes") or D.DEFAULT_LINE_BYTES)
+    if b.value("l2", "partitions") != 1 or not slices:
+        return None
+    got = _slice_index(b, 0, int(slices), line)
+    if got is None:
+        return None
+    index, _, index_cite = got
+    return {
+        "cache": "l2",
+        "slices": int(slices),
+        "index": index,
+        "slice_partition": [0] * int(slices),
+        "sm_partition": [0] * sms,
+        "far_cycles": 0,
+        "cite": {
+            "slices": b.cite("l2", "slices"),
+            "index": index_cite,
+            "slice_partition": "derived: every slice in the one partition ("
+            + b.cite("l2", "partitions")
+            + ")",
+            "sm_partition": "derived: every SM attached to the one partition",
+            "far_cycles": "derived: 0, no other partition",
+        },
+    }
+
+
 def l2_slices_block(b: TopologyReader, *, sms: int) -> dict[str, Any] | None:
-    """The L2's two partitions (the sim's `l2_slices` block, one slice per partition where the
-    run left the slices undetermined): the partition function, each SM's partition, the far
-    term and, where the footprint sweep saw near hits up to a near size, the near copies."""
+    """The L2's partitions and slices (the sim's `l2_slices` block): with two partitions the
+    partition function, each SM's partition, the far term, the measured slices and their
+    function (one slice per partition where the run left them undetermined) and, where the
+    footprint sweep saw near hits up to a near size, the near copies; with one partition its
+    measured slices and function."""
     partitions, bits = b.value("l2", "partitions"), b.value("l2", "partition_function")
+    if partitions == 1:
+        return _one_partition(b, sms)
     if partitions != 2 or not bits:
         return None
     of_sms = _partition_sms(b, sms)
@@ -371,9 +496,25 @@ def l2_slices_block(b: TopologyReader, *, sms: int) -> dict[str, Any] | None:
         "far_cycles": max(far_cycles, 0),
     }
     grouped = _near_groups(b, out, cite, mask, far)
+    measured = b.value("l2", "slices")
+    line = int(b.value("l2", "line_bytes") or D.DEFAULT_LINE_BYTES)
+    sliced = (
+        _slice_index(b, mask, int(measured), line)
+        if grouped is None and measured and int(measured) % 2 == 0
+        else None
+    )
     if grouped is not None:
         out = grouped
-    elif b.value("l2", "slices") is None:
+    elif sliced is not None:
+        out["slices"] = int(measured)
+        out["index"], out["slice_partition"], cite["index"] = sliced
+        cite["slices"] = b.cite("l2", "slices")
+        cite["slice_partition"] = (
+            f"derived: the partition of each slice ({int(measured) // 2} in each, "
+            + b.cite("l2", "partitions")
+            + ")"
+        )
+    elif measured is None:
         b.assume(
             "l2_slices.slices", "one slice per partition: the run left the slices undetermined"
         )

@@ -243,7 +243,7 @@ def _cache(b: TopologyReader, element: str, fallback_line: int) -> dict[str, Any
             f"{where}.index",
             "an XOR fold of every address bit above the line into the set bits (bit "
             f"{line.bit_length() - 1}+i+{sets.bit_length() - 1}j into set bit i): the GPU's L2 "
-            "is hashed (its partitions follow an XOR of address bits, measured by l2_slices); "
+            f"is hashed ({_hash_evidence(b)}); "
             "contiguous bits would crowd walks at power-of-two strides into few sets",
         )
     elif sets > 1:
@@ -274,8 +274,22 @@ def _fold_above(masks: list[int]) -> tuple[list[int], int]:
 
 
 def _hashed_l2(b: TopologyReader) -> bool:
-    """The run found the L2 indexed by a hash of the address: its partitions by an XOR."""
-    return bool(b.value("l2", "partition_function"))
+    """The run found the L2 indexed by a hash of the address: its partitions by an XOR, or
+    (one partition) its slices by a function with a linear part or a period."""
+    function = b.value("l2", "slice_function") or {}
+    return bool(
+        b.value("l2", "partition_function")
+        or b.value("l2", "slice_linear_masks")
+        or function.get("masks")
+        or function.get("period_bytes")
+    )
+
+
+def _hash_evidence(b: TopologyReader) -> str:
+    """What shows the L2 hashed (`_hashed_l2`), for the index's citation."""
+    if b.value("l2", "partition_function"):
+        return "its partitions follow an XOR of address bits, measured by l2_slices"
+    return "its slices follow a function of address bits, measured by l2_slices"
 
 
 def _folded_geometry(lines: int) -> tuple[int, int] | None:
@@ -392,18 +406,35 @@ def _caches_and_paths(b: TopologyReader) -> tuple[dict[str, Any], dict[str, Any]
     return caches, {k: paths[k] for k in ("ca", "cg", "nc", "tex", "const", "cite") if k in paths}
 
 
-def _l2_path_latencies(b: TopologyReader, l2: dict, firsts: list, const: list) -> None:
+def _l2_path_latencies(
+    b: TopologyReader, l2: dict, firsts: list, const: list, slices: dict | None
+) -> None:
     """An L1-level miss is an L2 hit: where a path's miss latency differs from the hit latency
     the twin's L2 carries (Fermi's texture path reaches the L2 more slowly, NPC Table 5; on the
     H100 the ca and nc misses read 292 and 296 cycles against a 283-cycle fast group of the near
     hits), the L2 has a latency of its own on that path. Called once the L2's hit latency is
-    final: the fast group's where the slices carry the slow near hits (`twin_profile`)."""
+    final: the fast group's where the slices carry the slow near hits (`twin_profile`).
+
+    Where the L2's partitions keep no near copies (`slices`: the twin's `l2_slices` block), an
+    L1-sized walk reads each line from its own partition, near or far by address: a miss
+    latency between the near and the far hit is that mix (a median of two groups), which the
+    partitions reproduce, not a path of its own."""
     pairs = [(path, element) for path, element in firsts]
     if const:
         pairs.append(("const", const[-1]))
+    hit = l2["hit_latency_cycles"]
+    far = (slices or {}).get("far_cycles") or 0
+    mixed = bool(far) and "near_copies" not in (slices or {})
     for path, element in pairs:
         miss = b.value(element, "miss_latency_cycles")
-        if miss is None or agrees(miss, l2["hit_latency_cycles"]):
+        if miss is None or agrees(miss, hit):
+            continue
+        if mixed and (hit <= miss <= hit + far or agrees(miss, hit + far)):
+            l2["cite"]["hit_latency_cycles"] += (
+                f"; {b.cite(element, 'miss_latency_cycles')} on {path}: between the near hit "
+                f"({hit}) and the far one ({hit + far}), the mix of near and far lines the "
+                "partitions give (no latency of its own)"
+            )
             continue
         l2.setdefault("path_latency_cycles", {})[path] = round_int(miss)
         l2["cite"][f"path_latency_cycles.{path}"] = (
@@ -484,7 +515,7 @@ def twin_profile(topology: dict[str, Any], *, name: str, base: str | None = None
         )
     firsts = [(PATH_OF[e], e) for group in _groups(b) for e in group]
     const = [e for e in ("constant_l1", "constant_l15") if e in profile["caches"]]
-    _l2_path_latencies(b, profile["caches"]["l2"], firsts, const)
+    _l2_path_latencies(b, profile["caches"]["l2"], firsts, const, profile.get("l2_slices"))
     profile["noise"] = dict(D.NOISE) | {
         "cite": {k: b.assume(f"noise.{k}", D.NOISE_REASON) for k in D.NOISE}
     }
