@@ -602,7 +602,7 @@ def test_a_coalescing_l2_tlbs_misses_on_a_cold_walk_are_not_read_as_a_window(tmp
     """tests/data/unseen_tlb.yaml without its window and with an L2 TLB whose entries coalesce
     4 pages: a cold walk over fresh pages misses that TLB once per 256 KiB, a recurring level
     at the spacing a page-table window would give; the window stays undetermined and says
-    why, while the unit and penalty are read."""
+    why, while the unit, penalty and entries are read."""
     raw = yaml.safe_load((REPO / "tests/data/unseen_tlb.yaml").read_text())
     raw["name"] = "coalescing_tlb"
     del raw["tlbs"]["page_table_window_bytes"], raw["tlbs"]["window_switch_penalty_cycles"]
@@ -612,6 +612,22 @@ def test_a_coalescing_l2_tlbs_misses_on_a_cold_walk_are_not_read_as_a_window(tmp
     doc = _run(str(profile), twin=False)
     assert _v(doc, "l2_tlb", "page_bytes") == 4 * 65536
     assert _v(doc, "l2_tlb", "miss_penalty_cycles") == pytest.approx(70, rel=0.03)
+    assert _v(doc, "l2_tlb", "entries") == 128
     window = doc["page_table"]["page_table_window_bytes"]
     assert window["value"] is None
     assert "L2 TLB's miss on entering each of its 262144-byte units" in window["undetermined"]
+
+
+def test_counts_in_units_keep_the_traversals_behind_them():
+    """A level whose entry covers 8 pages sees a walk of m pages as m / 8 units: the counts in
+    units keep steps / elements, the traversals behind each count (which decide how far a
+    count from fewer than three may be off, `tlb_sets`), not eight times as many."""
+    from gpudissect.analysis.tlb.tlb_pages import PageWalks, in_units
+
+    counts = pd.DataFrame(
+        {"elements": [4096, 4104, 4112], "steps": [8192, 8208, 8224], "l2_misses": [0, 17, 34]}
+    )
+    walks = PageWalks(2 * MIB, (), 1, 2, counts)
+    units, _ = in_units(walks, 16 * MIB)
+    assert units["elements"].tolist() == [512, 513, 514]
+    assert (units["steps"] // units["elements"]).tolist() == [2, 2, 2]

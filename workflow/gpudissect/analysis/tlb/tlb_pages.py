@@ -214,9 +214,12 @@ def level_unit(df: pd.DataFrame, walks: PageWalks, k: int) -> tuple[int, float]:
 def in_units(walks: PageWalks, unit_bytes: int) -> tuple[pd.DataFrame, dict[int, int]]:
     """The counts (and unplaced accesses) of the walks that span whole units of `unit_bytes`,
     with `elements` counted in units: a level of u-byte units sees a walk of m pages as m *
-    page / u entries, and misses once per unit."""
+    page / u entries, and misses once per unit. The steps are counted in units too, so that
+    steps / elements stays the traversals behind each count."""
     per = unit_bytes // walks.page_bytes
     c = walks.counts[walks.counts["elements"] % per == 0].copy()
     unplaced = {int(m) // per: n for m, n in walks.unplaced.items() if m % per == 0}
     c["elements"] = c["elements"] // per
+    if "steps" in c:
+        c["steps"] = c["steps"] // per
     return c.reset_index(drop=True), unplaced
