@@ -226,14 +226,9 @@ def round_trip(modern_run):
     return {name: compare_topologies(originals[name], twins[f"{name}_rt"]) for name in TWINS}
 
 
-# where the twin of a modern twin's topology does not give it back yet: strict, so that a fix
-# shows
-ROUND_TRIP_GAPS = {
-    "l40s_twin": "the twin's L2 TLB sets: the first pass reads 33 unequal sets (the profile's 32 "
-    "of 16 ways) from pages-stage miss counts that single slow accesses move by one, and the "
-    "twin that carries them reads 2 entries of 528 MiB in tlb_mappings (512 of 16 MiB) and "
-    "leaves its sets undetermined",
-}
+# where the twin of a modern twin's topology does not give it back yet, with why: none now
+# (strict expected failures where one is listed, so that a fix shows)
+ROUND_TRIP_GAPS: dict[str, str] = {}
 
 
 @pytest.mark.parametrize("name", _twins(ROUND_TRIP_GAPS))
