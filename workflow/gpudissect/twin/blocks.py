@@ -347,7 +347,7 @@ def _slice_index(b: TopologyReader, mask: int, slices: int, line: int):
                 f"function's {mask:#x})"
             )
             return {"kind": "xor", "masks": masks}, partition, cite
-    extra = _slice_group_masks(b, mask, per, line) if mask else _group_masks(b, per, line)
+    extra = _slice_group_masks(b, mask, per, line)
     period = 1 << max(mask.bit_length(), line.bit_length(), *(m.bit_length() for m in extra))
     period = max(period, int(function.get("period_bytes") or 0))
     if period // line > MAX_TABLE_LINES:
@@ -380,19 +380,6 @@ def _combined(masks: list[int], pick: int) -> int:
         if pick >> k & 1:
             out ^= m
     return out
-
-
-def _group_masks(b: TopologyReader, per: int, line: int) -> list[int]:
-    """The slice function's measured linear masks, independent, as many as leave every group a
-    whole number of the `per` slices (one partition: no partition mask to start from)."""
-    measured = b.value("l2", "slice_linear_masks") or []
-    chosen: list[int] = []
-    for m in (int(x, 16) if isinstance(x, str) else int(x) for x in measured):
-        if _reduce(chosen, m)[1]:
-            if per % (1 << (len(chosen) + 1)) or (1 << m.bit_length()) // line > MAX_TABLE_LINES:
-                break
-            chosen.append(m)
-    return chosen
 
 
 def _balanced_table(lines: int, line: int, mask: int, extra: list[int], per: int) -> list[int]:
@@ -584,7 +571,8 @@ def _slice_group_masks(b: TopologyReader, mask: int, per: int, line: int) -> lis
     """The masks of the slice function's measured linear part (`l2.slice_linear_masks`) beyond
     the partition mask: those that, with it, make a basis of that part, as many as leave every
     group a whole number of the `per` slices of a partition and a table of at most
-    MAX_TABLE_LINES lines (none where the part does not hold the partition mask)."""
+    MAX_TABLE_LINES lines (none where the part does not hold the partition mask; with one
+    partition, `mask` 0, the independent masks of that part)."""
     measured = b.value("l2", "slice_linear_masks") or []
     masks = [int(m, 16) if isinstance(m, str) else int(m) for m in measured]
     if not masks or _reduce(masks, mask)[1]:
